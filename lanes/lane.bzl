@@ -1,0 +1,143 @@
+"""Lane targets from the lane spec: two cmake() stages, a relocatable bundle and its build evidence.
+
+A lane whose SDK is UNAVAILABLE on this host gets a target that fails with the reason when it is
+requested explicitly; it is tagged manual so `bazel build //...` never fails for a missing SDK.
+"""
+
+load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
+load("@llama_cpp//:pin.bzl", "PIN")
+load("@rules_foreign_cc//foreign_cc:defs.bzl", "CMakeInfo", "cmake")
+load("//lanes:lanes.bzl", "LANES")
+load("//toolchains:sdk.bzl", "sdk_for_lane")
+
+def _soname(lib):
+    return "lib{}.so.0".format(lib)
+
+def _lane_bundle_impl(ctx):
+    lane_id = ctx.attr.lane_id
+    alias = ctx.label.name
+    stages = [ctx.attr.ggml[CMakeInfo], ctx.attr.llama[CMakeInfo]]
+    runtime_libs = [f for s in stages for f in s.shared_libs if f.basename.endswith(".so.0")]
+    bins = ctx.attr.llama[CMakeInfo].binaries
+    out_bins = [ctx.actions.declare_file("{}/bin/{}".format(alias, f.basename)) for f in bins]
+    out_libs = [ctx.actions.declare_file("{}/lib/{}".format(alias, f.basename)) for f in runtime_libs]
+    evidence_pb = ctx.actions.declare_file("{}.evidence.pb".format(alias))
+    evidence_json = ctx.actions.declare_file("{}.evidence.json".format(alias))
+    lane_dir = out_bins[0].dirname.rsplit("/", 1)[0]
+
+    args = ctx.actions.args()
+    args.add("--lane_id", lane_id)
+    args.add("--lane_dir", lane_dir)
+    args.add("--spec", ctx.file._spec)
+    args.add("--pin", ctx.file._pin)
+    args.add("--sdk", ctx.file.sdk_info)
+    args.add("--sdk_name", ctx.attr.sdk_name)
+    args.add_all(stages, map_each = _meta_arg, before_each = "--stage_meta")
+    args.add_all(bins, before_each = "--binary")
+    args.add_all(runtime_libs, before_each = "--library")
+    args.add("--patches_dir", ctx.files._patches[0].dirname)
+    args.add("--bazel_version", HOST["bazel_version"])
+    args.add("--out_pb", evidence_pb)
+    args.add("--out_json", evidence_json)
+    ctx.actions.run(
+        executable = ctx.executable._writer,
+        arguments = [args],
+        inputs = depset(
+            [ctx.file._spec, ctx.file._pin, ctx.file.sdk_info] + bins + runtime_libs + ctx.files._patches + [s.meta for s in stages],
+        ),
+        outputs = out_bins + out_libs + [evidence_pb, evidence_json],
+        mnemonic = "LaneEvidence",
+        progress_message = "Bundling lane {} and writing its build evidence".format(lane_id),
+    )
+    return [
+        DefaultInfo(files = depset(out_bins + out_libs + [evidence_pb, evidence_json])),
+        OutputGroupInfo(evidence = depset([evidence_pb, evidence_json])),
+    ]
+
+def _meta_arg(info):
+    return info.meta.path
+
+lane_bundle = rule(
+    implementation = _lane_bundle_impl,
+    attrs = {
+        "lane_id": attr.string(mandatory = True),
+        "ggml": attr.label(mandatory = True, providers = [CMakeInfo]),
+        "llama": attr.label(mandatory = True, providers = [CMakeInfo]),
+        "sdk_info": attr.label(mandatory = True, allow_single_file = True),
+        "sdk_name": attr.string(mandatory = True),
+        "_spec": attr.label(default = "//lanes:spec.json", allow_single_file = True),
+        "_pin": attr.label(default = "@llama_cpp//:pin.json", allow_single_file = True),
+        "_patches": attr.label(default = "//third_party/llama_cpp/patches:stack"),
+        "_writer": attr.label(default = "//tools/evidence:write_build_evidence", executable = True, cfg = "host"),
+    },
+)
+
+def _unavailable_lane_impl(ctx):
+    fail("\n\nLane {} is UNAVAILABLE on this host: {}\n".format(ctx.attr.lane_id, ctx.attr.reason))
+
+unavailable_lane = rule(
+    implementation = _unavailable_lane_impl,
+    attrs = {
+        "lane_id": attr.string(mandatory = True),
+        "reason": attr.string(mandatory = True),
+    },
+)
+
+def llama_lane(lane_id, heavy = False):
+    """Declares //lanes:<alias> for one lane of the spec.
+
+    Args:
+      lane_id: a key of LANES.
+      heavy: tag the build manual, so `bazel build //...` and `bazel test //...` skip it
+        (accelerator lanes: a requested build only).
+    """
+    lane = LANES[lane_id]
+    alias = lane["alias"]
+    sdk = sdk_for_lane(lane, SDKS, HOST)
+    if sdk["status"] != "AVAILABLE":
+        unavailable_lane(name = alias, lane_id = lane_id, reason = sdk["reason"], tags = ["manual"])
+        return
+    tags = ["manual"] if heavy else []
+    cmake(
+        name = alias + "_ggml",
+        lib_source = "@llama_cpp//:ggml_srcs",
+        lib_name = alias + "_ggml",
+        cache_entries = dict(lane["ggml_cache_entries"], **dict(sdk.get("cache_entries", {}), GGML_BUILD_COMMIT = PIN["short_commit"])),
+        env = sdk.get("env", {}),
+        build_data = sdk.get("build_data", []),
+        out_shared_libs = [f for lib in lane["ggml_libs"] for f in ["lib{}.so".format(lib), _soname(lib)]],
+        out_data_dirs = ["lib/cmake"],
+        resource_size = "large",
+        tags = tags,
+    )
+    cmake(
+        name = alias + "_llama",
+        lib_source = "@llama_cpp//:srcs",
+        lib_name = alias + "_llama",
+        cache_entries = dict(
+            lane["llama_cache_entries"],
+            LANES_LANE_ID = lane_id,
+            LANES_PATCH_STACK_DIGEST = PIN["patch_stack_digest"],
+            LLAMA_BUILD_COMMIT = PIN["short_commit"],
+        ),
+        env = sdk.get("env", {}),
+        build_data = sdk.get("build_data", []),
+        deps = [":" + alias + "_ggml"],
+        targets = lane["targets"],
+        install = False,
+        out_binaries = lane["targets"],
+        out_shared_libs = lane["llama_libs"],
+        out_include_dir = "",
+        resource_size = "large",
+        tags = tags,
+    )
+    lane_bundle(
+        name = alias,
+        lane_id = lane_id,
+        ggml = ":" + alias + "_ggml",
+        llama = ":" + alias + "_llama",
+        sdk_info = "@lane_sdks//:sdks.json",
+        sdk_name = sdk["name"],
+        tags = tags,
+        visibility = ["//visibility:public"],
+    )

@@ -1,0 +1,161 @@
+"""The lane spec: the single source of truth for every lane.
+
+Bazel rules (lanes/BUILD.bazel via lane.bzl), the runner, the matrix and admission all read this
+(Python reads //lanes:spec.json, generated from it). Nothing repeats these cache entries by hand.
+
+Each lane is built as two cmake() stages: `ggml` (the backend libraries; for CUDA the expensive
+kernels) and `llama` (libllama + tools) on top of the installed ggml package, so a patch that only
+touches llama never recompiles the kernels and a remote cache shares the heavy stage.
+"""
+
+# Every lane: release build, shared libraries, relocatable (RUNPATH relative to $ORIGIN).
+_GGML_COMMON = {
+    "BUILD_SHARED_LIBS": "ON",
+    "CMAKE_BUILD_TYPE": "Release",
+    "CMAKE_INSTALL_LIBDIR": "lib",
+    "CMAKE_INSTALL_RPATH": "$ORIGIN",
+    "GGML_BUILD_EXAMPLES": "OFF",
+    "GGML_BUILD_TESTS": "OFF",
+}
+
+# Deterministic CPU code: no -march=native; a fixed x86-64-v3 baseline (AVX2, FMA, F16C, BMI2).
+_X86_64_V3 = {
+    "GGML_AVX": "ON",
+    "GGML_AVX2": "ON",
+    "GGML_BMI2": "ON",
+    "GGML_F16C": "ON",
+    "GGML_FMA": "ON",
+    "GGML_NATIVE": "OFF",
+}
+
+_LLAMA_COMMON = {
+    "BUILD_SHARED_LIBS": "ON",
+    "CMAKE_BUILD_TYPE": "Release",
+    # Tests (test-backend-ops) are not installed, so the build tree gets the install RPATH too.
+    "CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
+    "CMAKE_INSTALL_LIBDIR": "lib",
+    "CMAKE_INSTALL_RPATH": "$ORIGIN/../lib;$ORIGIN",
+    "LLAMA_BUILD_EXAMPLES": "ON",
+    "LLAMA_BUILD_SERVER": "ON",
+    "LLAMA_BUILD_TESTS": "ON",
+    "LLAMA_BUILD_TOOLS": "ON",
+    # Offline and reproducible: no HTTPS client, no web UI fetched at build time.
+    "LLAMA_BUILD_UI": "OFF",
+    "LLAMA_OPENSSL": "OFF",
+    "LLAMA_USE_PREBUILT_UI": "OFF",
+    "LLAMA_USE_SYSTEM_GGML": "ON",
+}
+
+# What every lane ships; llama-cli links the server here, llama-completion is the CLI to use.
+TOOLS = [
+    "llama-completion",
+    "llama-simple",
+    "llama-bench",
+    "llama-server",
+    "llama-logits",
+    "test-backend-ops",
+]
+
+_LLAMA_LIBS = ["libllama.so.0", "libllama-common.so.0", "libllama-completion-impl.so.0", "libmtmd.so.0"]
+
+def _merge(*dicts):
+    out = {}
+    for d in dicts:
+        out.update(d)
+    return out
+
+def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log_evidence = [], notes = "", device_classes = []):
+    return {
+        "alias": alias,
+        "os": os,
+        "arch": arch,
+        "backend": backend,
+        "sdk": sdk,
+        "ggml_cache_entries": _merge(_GGML_COMMON, ggml_cache_entries),
+        "ggml_libs": ggml_libs,
+        "llama_cache_entries": _LLAMA_COMMON,
+        "llama_libs": _LLAMA_LIBS,
+        "targets": TOOLS,
+        # Lines the backend itself logs when it really ran the graph (checked by the runner).
+        "log_evidence": log_evidence,
+        "notes": notes,
+    }
+
+LANES = {
+    "linux-x86_64-cpu": _lane(
+        alias = "cpu",
+        os = "linux",
+        arch = "x86_64",
+        backend = "cpu",
+        sdk = "host-cc",
+        ggml_libs = ["ggml-base", "ggml", "ggml-cpu"],
+        ggml_cache_entries = _X86_64_V3,
+        log_evidence = ["load_tensors:.*CPU_Mapped model buffer size", "CPU"],
+        notes = "deterministic default: GGML_NATIVE=OFF, x86-64-v3 ISA baseline",
+    ),
+    "linux-x86_64-cuda": _lane(
+        alias = "cuda",
+        os = "linux",
+        arch = "x86_64",
+        backend = "cuda",
+        sdk = "cuda",
+        ggml_libs = ["ggml-base", "ggml", "ggml-cpu", "ggml-cuda"],
+        ggml_cache_entries = _merge(_X86_64_V3, {
+            "GGML_CUDA": "ON",
+            # 90a: Hopper (H100/H200) with its arch-specific instructions. Portable default for
+            # other fleets: "75-virtual;80-virtual;86-real;89-real;90-real" (PTX JIT covers newer).
+            "CMAKE_CUDA_ARCHITECTURES": "90a",
+            # The pinned toolkit carries no libcuda stub; VMM off is what gets certified.
+            "GGML_CUDA_NO_VMM": "ON",
+        }),
+        log_evidence = ["ggml_cuda_init: found [1-9]", "offloaded ([0-9]+)/\\1 layers to GPU"],
+        notes = "CUDA 13.0, arch 90a, VMM off",
+    ),
+    "linux-aarch64-cuda": _lane(
+        alias = "",
+        os = "linux",
+        arch = "aarch64",
+        backend = "cuda",
+        sdk = "cuda",
+        ggml_libs = ["ggml-base", "ggml", "ggml-cpu", "ggml-cuda"],
+        ggml_cache_entries = {"GGML_CUDA": "ON", "CMAKE_CUDA_ARCHITECTURES": "90a", "GGML_NATIVE": "OFF"},
+        log_evidence = ["ggml_cuda_init: found [1-9]", "offloaded ([0-9]+)/\\1 layers to GPU"],
+        notes = "GH200 class; needs an aarch64 host",
+    ),
+    "linux-x86_64-rocm": _lane(
+        alias = "rocm",
+        os = "linux",
+        arch = "x86_64",
+        backend = "rocm",
+        sdk = "rocm",
+        ggml_libs = ["ggml-base", "ggml", "ggml-cpu", "ggml-hip"],
+        ggml_cache_entries = _merge(_X86_64_V3, {"GGML_HIP": "ON", "GPU_TARGETS": "gfx90a;gfx942;gfx1100"}),
+        log_evidence = ["ggml_cuda_init: found [1-9] ROCm", "offloaded ([0-9]+)/\\1 layers to GPU"],
+        notes = "gfx targets pinned: MI210/MI250 (gfx90a), MI300 (gfx942), RDNA3 (gfx1100)",
+    ),
+    "linux-x86_64-vulkan": _lane(
+        alias = "vulkan",
+        os = "linux",
+        arch = "x86_64",
+        backend = "vulkan",
+        sdk = "vulkan",
+        ggml_libs = ["ggml-base", "ggml", "ggml-cpu", "ggml-vulkan"],
+        ggml_cache_entries = _merge(_X86_64_V3, {"GGML_VULKAN": "ON"}),
+        log_evidence = ["ggml_vulkan: Found [1-9] Vulkan devices", "offloaded ([0-9]+)/\\1 layers to GPU"],
+        notes = "software ICDs (llvmpipe, lavapipe, SwiftShader) never certify",
+    ),
+    "darwin-arm64-metal": _lane(
+        alias = "metal",
+        os = "darwin",
+        arch = "arm64",
+        backend = "metal",
+        sdk = "metal",
+        ggml_libs = ["ggml-base", "ggml", "ggml-cpu", "ggml-metal", "ggml-blas"],
+        ggml_cache_entries = {"GGML_METAL": "ON", "GGML_METAL_EMBED_LIBRARY": "ON", "GGML_NATIVE": "OFF"},
+        log_evidence = ["ggml_metal_init: found device", "offloaded ([0-9]+)/\\1 layers to GPU"],
+        notes = "needs macOS with Xcode",
+    ),
+    "windows-x86_64-cuda": _lane("", "windows", "x86_64", "cuda", "cuda", ["ggml-base", "ggml", "ggml-cpu", "ggml-cuda"], notes = "registered; needs a Windows host"),
+    "windows-x86_64-vulkan": _lane("", "windows", "x86_64", "vulkan", "vulkan", ["ggml-base", "ggml", "ggml-cpu", "ggml-vulkan"], notes = "registered; needs a Windows host"),
+    "android-arm64-vulkan": _lane("", "android", "arm64", "vulkan", "vulkan", ["ggml-base", "ggml", "ggml-cpu", "ggml-vulkan"], notes = "registered; needs an Android NDK cross toolchain"),
+}
