@@ -16,9 +16,11 @@ def _soname(lib):
 def _lane_bundle_impl(ctx):
     lane_id = ctx.attr.lane_id
     alias = ctx.label.name
-    stages = [ctx.attr.ggml[CMakeInfo], ctx.attr.llama[CMakeInfo]]
-    runtime_libs = [f for s in stages for f in s.shared_libs if f.basename.endswith(".so.0")]
-    bins = ctx.attr.llama[CMakeInfo].binaries
+    # ggml ships lib<x>.so (to link against) and lib<x>.so.0 (its SONAME); a lane needs only the latter.
+    ggml_info, llama_info = ctx.attr.ggml[CMakeInfo], ctx.attr.llama[CMakeInfo]
+    runtime_libs = [f for f in ggml_info.shared_libs if f.basename.endswith(".so.0")] + llama_info.shared_libs
+    stages = [ggml_info, llama_info]
+    bins = llama_info.binaries
     out_bins = [ctx.actions.declare_file("{}/bin/{}".format(alias, f.basename)) for f in bins]
     out_libs = [ctx.actions.declare_file("{}/lib/{}".format(alias, f.basename)) for f in runtime_libs]
     evidence_pb = ctx.actions.declare_file("{}.evidence.pb".format(alias))
@@ -50,7 +52,10 @@ def _lane_bundle_impl(ctx):
         progress_message = "Bundling lane {} and writing its build evidence".format(lane_id),
     )
     return [
-        DefaultInfo(files = depset(out_bins + out_libs + [evidence_pb, evidence_json])),
+        DefaultInfo(
+            files = depset(out_bins + out_libs + [evidence_pb, evidence_json]),
+            runfiles = ctx.runfiles(files = out_bins + out_libs + [evidence_pb, evidence_json]),
+        ),
         OutputGroupInfo(evidence = depset([evidence_pb, evidence_json])),
     ]
 
@@ -141,3 +146,26 @@ def llama_lane(lane_id, heavy = False):
         tags = tags,
         visibility = ["//visibility:public"],
     )
+
+def _lane_availability_json_impl(ctx):
+    lanes = {}
+    for lane_id, lane in LANES.items():
+        if not lane["alias"]:
+            sdk = sdk_for_lane(lane, SDKS, HOST)
+            if sdk["status"] == "AVAILABLE":
+                sdk = {"name": lane["sdk"], "status": "UNAVAILABLE", "reason": "registered only: no Bazel target for this lane yet"}
+        else:
+            sdk = sdk_for_lane(lane, SDKS, HOST)
+        lanes[lane_id] = {
+            "alias": lane["alias"],
+            "status": sdk["status"],
+            "reason": sdk.get("reason", ""),
+            "sdk": sdk.get("name", lane["sdk"]),
+            "sdk_version": sdk.get("version", ""),
+        }
+    out = ctx.actions.declare_file(ctx.label.name)
+    ctx.actions.write(out, struct(host = HOST, lanes = lanes).to_json())
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
+
+# {lane_id: {alias, status AVAILABLE|UNAVAILABLE, reason, sdk}} for this host, for the matrix.
+lane_availability_json = rule(implementation = _lane_availability_json_impl)

@@ -56,7 +56,15 @@ TOOLS = [
     "test-backend-ops",
 ]
 
-_LLAMA_LIBS = ["libllama.so.0", "libllama-common.so.0", "libllama-completion-impl.so.0", "libmtmd.so.0"]
+# Runtime names (SONAMEs) of the llama stage's libraries the TOOLS load.
+_LLAMA_LIBS = [
+    "libllama.so.0",
+    "libllama-common.so.0",
+    "libmtmd.so.0",
+    "libllama-completion-impl.so",
+    "libllama-server-impl.so",
+    "libllama-bench-impl.so",
+]
 
 def _merge(*dicts):
     out = {}

@@ -37,6 +37,13 @@ filegroup(
 exports_files(["src/models/ggml-vocab-llama-spm.gguf"])
 """
 
+_PATCH_FAILURE = """
+def _impl(ctx):
+    fail("\\n\\nThe llama.cpp patch stack does not apply: " + ctx.attr.reason + "\\nFix the patch (bazel test //tests:patch_stack_test names it).")
+
+patch_failure = rule(implementation = _impl, attrs = {"reason": attr.string(), "srcs": attr.label_list(allow_files = True)})
+"""
+
 def _sha256(rctx, path):
     res = rctx.execute(["python3", "-c", "import hashlib,sys;print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())", str(path)])
     if res.return_code != 0:
@@ -97,11 +104,15 @@ def _impl(rctx):
             series,
         ))
     patches = []
+    patch_error = ""
     for name in series:
         path = rctx.path(by_name[name])
-        res = rctx.execute(["patch", "-p1", "--batch", "--forward", "-d", "src", "-i", str(path)])
-        if res.return_code != 0:
-            fail("llama_cpp_archive: patch {} does not apply to llama.cpp {}:\n{}{}".format(name, commit, res.stdout, res.stderr))
+        if not patch_error:
+            res = rctx.execute(["patch", "-p1", "--batch", "--forward", "--fuzz=0", "-d", "src", "-i", str(path)])
+            if res.return_code != 0:
+                # Not fail(): the patch test (which reads pristine/) must still run and name the
+                # patch; everything built from src/ fails with this message instead.
+                patch_error = "patch {} does not apply to llama.cpp {}: {}{}".format(name, commit, res.stdout, res.stderr)
         patches.append({"name": name, "sha256": _sha256(rctx, path)})
     stack = "".join(["{}  {}\n".format(p["sha256"], p["name"]) for p in patches])
     rctx.file("_stack.txt", stack)
@@ -124,7 +135,14 @@ def _impl(rctx):
         "short_commit": commit[:7],
         "patch_stack_digest": "sha256:" + digest,
     })))
-    rctx.file("BUILD.bazel", _BUILD)
+    if patch_error:
+        rctx.file("BUILD.bazel", _BUILD.replace("filegroup(\n    name = \"srcs\"", "patch_failure(\n    reason = {},\n    name = \"srcs\"".format(repr(patch_error))).replace(
+            "filegroup(\n    name = \"ggml_srcs\"",
+            "patch_failure(\n    reason = {},\n    name = \"ggml_srcs\"".format(repr(patch_error)),
+        ).replace('package(default_visibility', 'load(":patch_failure.bzl", "patch_failure")\n\npackage(default_visibility'))
+        rctx.file("patch_failure.bzl", _PATCH_FAILURE)
+    else:
+        rctx.file("BUILD.bazel", _BUILD)
     rctx.file("WORKSPACE", 'workspace(name = "{}")\n'.format(rctx.name))
 
 llama_cpp_archive = repository_rule(

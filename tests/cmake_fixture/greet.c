@@ -1,0 +1,2 @@
+#include "greet.h"
+const char * greet(void) { return "hello from the fixture"; }

@@ -1,0 +1,344 @@
+"""Admission: may these nodes serve this route? Decided from signed records and a policy only.
+
+Fail closed: a node is routable only with a record that (1) is signed by a key the policy trusts,
+valid at issue time and now, (2) is unexpired and young enough, of a supported schema, (3) has
+exactly the node's lane and device class as scope, (4) names the node's build evidence and
+artifact digests, (5) shows every required check PASS and (6) meets the speed floors. A route over
+more than one lane also needs a signed CompatibilityRecord for exactly those lanes and the model.
+Nothing here knows backend names: scope is compared field by field, never against an allowlist.
+Every refusal starts with its reason code ("expired: ...") so tools can match on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import pathlib
+from collections.abc import Iterable, Sequence
+
+from proto import admission_pb2, certification_pb2, runner_report_pb2
+from tools.admission import policy as policy_lib
+from tools.certify import dsse, records, timestamps, trust
+from tools.certify.errors import CertifyError
+
+VERIFIER = "lanes-admission/1 (tools/admission/admission.py)"
+
+# Refusal codes decided here; the signature/schema/time codes come from tools.certify.errors.
+NO_RECORD = "no-record"
+NO_NODES = "no-nodes"
+SCOPE_LANE_MISMATCH = "scope-lane-mismatch"
+SCOPE_DEVICE_CLASS_MISMATCH = "scope-device-class-mismatch"
+BUILD_EVIDENCE_MISMATCH = "build-evidence-mismatch"
+ARTIFACT_DIGEST_MISMATCH = "artifact-digest-mismatch"
+REQUIRED_CHECK_MISSING = "required-check-missing"
+REQUIRED_CHECK_FAILED = "required-check-failed"
+SPEED_FLOOR = "speed-floor"
+MIXED_WITHOUT_COMPATIBILITY = "mixed-backends-without-compatibility"
+
+# The scope key. driver_version, runtime_version and isa_features are informational.
+SCOPE_FIELDS = ("backend", "os", "arch", "vendor", "device_name", "compute_capability", "driver_major")
+
+_PASS = runner_report_pb2.CheckResult.PASS
+
+
+@dataclasses.dataclass(frozen=True)
+class SignedInput:
+    """An envelope and the digest that names it in decisions (sha256 of its file bytes)."""
+
+    envelope: certification_pb2.Envelope
+    digest: str
+    source: str = ""
+
+    @classmethod
+    def from_envelope(cls, env: certification_pb2.Envelope, source: str = "") -> "SignedInput":
+        return cls(env, records.sha256_digest(dsse.envelope_to_json(env).encode()), source)
+
+    @property
+    def label(self) -> str:
+        return self.source or self.digest[:19]
+
+
+def load_signed(path: pathlib.Path | str) -> SignedInput:
+    """Reads a DSSE JSON file; raises MalformedEnvelopeError (or OSError) if it cannot."""
+    path = pathlib.Path(path)
+    data = path.read_bytes()
+    return SignedInput(dsse.envelope_from_json(data), records.sha256_digest(data), path.name)
+
+
+def load_records_dir(directory: pathlib.Path | str) -> tuple[list[SignedInput], list[SignedInput], list[str]]:
+    """(certification inputs, compatibility inputs, problems) from every *.dsse.json in a directory.
+
+    Files are sorted by payloadType; anything not a compatibility record goes to the certification
+    list, where verification refuses it with a reason. Unreadable files are reported, not fatal:
+    one bad file must not block routes that other records admit.
+    """
+    certs, compats, problems = [], [], []
+    for path in sorted(pathlib.Path(directory).glob("*.dsse.json")):
+        try:
+            item = load_signed(path)
+        except (OSError, CertifyError) as err:
+            problems.append(f"{path.name}: skipped ({err})")
+            continue
+        if item.envelope.payload_type.startswith(records.COMPATIBILITY_FAMILY + "."):
+            compats.append(item)
+        else:
+            certs.append(item)
+    return certs, compats, problems
+
+
+class VerificationCache:
+    """Signature/schema results keyed by envelope content and trust store, for long-lived verifiers.
+
+    Ed25519 verification dominates admission cost; a service deciding many routes over the same
+    records verifies each envelope once. Time checks are never cached (they depend on `now`).
+    """
+
+    def __init__(self, max_entries: int = 100_000):
+        self.max_entries = max_entries
+        self._entries: dict[tuple[int, bytes], object] = {}
+
+    @staticmethod
+    def key(store: trust.TrustStore, env: certification_pb2.Envelope) -> tuple[int, bytes]:
+        h = hashlib.sha256(dsse.pae(env.payload_type, env.payload))
+        for s in env.signatures:
+            h.update(b"\0" + s.keyid.encode() + b"\0" + s.sig)
+        return id(store), h.digest()
+
+    def get(self, key):
+        return self._entries.get(key)
+
+    def put(self, key, value) -> None:
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+        self._entries[key] = value
+
+
+@dataclasses.dataclass
+class _Checked:
+    """One input after verification: either a usable record or the refusal that ended it."""
+
+    item: SignedInput
+    record: object = None  # CertificationRecord / CompatibilityRecord when verified and current
+    refusal_code: str = ""
+    refusal: str = ""  # "record <file>: <what to do>", without the code
+    claimed_lane: str | None = None  # from the unverified payload, only to route refusal messages
+
+
+def _verify_cached(verify_fn, item: SignedInput, store, supported, cache):
+    if cache is None:
+        return verify_fn(item.envelope, store, supported)
+    key = VerificationCache.key(store, item.envelope)
+    hit = cache.get(key)
+    if hit is None:
+        try:
+            hit = verify_fn(item.envelope, store, supported)
+        except CertifyError as err:
+            hit = err
+        cache.put(key, hit)
+    if isinstance(hit, CertifyError):
+        raise hit
+    return hit
+
+
+def _check(item, verify_fn, store, policy, now, cache) -> _Checked:
+    try:
+        rec = _verify_cached(verify_fn, item, store, policy.supported_record_schema_versions, cache)
+        records.check_times(rec, store, now, policy.max_record_age_days)
+    except CertifyError as err:
+        checked = _Checked(item, refusal_code=err.code, refusal=f"record {item.label}: {err}")
+        try:  # which lane the record claims to be for, to show the refusal on that lane's nodes
+            checked.claimed_lane = certification_pb2.CertificationRecord.FromString(item.envelope.payload).scope.lane_id
+        except Exception:  # noqa: BLE001 - unsigned bytes may be anything
+            checked.claimed_lane = None
+        return checked
+    return _Checked(item, record=rec)
+
+
+def _norm_digest(d: str) -> str:
+    d = d.strip().lower()
+    return d[len("sha256:"):] if d.startswith("sha256:") else d
+
+
+def record_refusals(
+    rec: certification_pb2.CertificationRecord,
+    node: admission_pb2.NodeDescription,
+    policy: admission_pb2.AdmissionPolicy,
+) -> list[str]:
+    """Why a verified, current record does not admit `node`; empty when it does."""
+    where = f"node {node.node_id}: record {rec.record_id[:16]}"
+    if rec.scope.lane_id != node.lane_id:
+        return [f"{SCOPE_LANE_MISMATCH}: {where}: record is for lane {rec.scope.lane_id!r}, node runs {node.lane_id!r}"]
+    rdc, ndc = rec.scope.device_class, node.device_class
+    diffs = [f"{f} {getattr(rdc, f)!r} != node {getattr(ndc, f)!r}" for f in SCOPE_FIELDS if getattr(rdc, f) != getattr(ndc, f)]
+    if diffs:
+        return [
+            f"{SCOPE_DEVICE_CLASS_MISMATCH}: {where}: certified on another device class ({'; '.join(diffs)}); "
+            "certify this lane on the node's device class"
+        ]
+    out = []
+    if not node.build_evidence_digest or _norm_digest(rec.build_evidence_digest) != _norm_digest(node.build_evidence_digest):
+        out.append(
+            f"{BUILD_EVIDENCE_MISMATCH}: {where}: node build evidence {node.build_evidence_digest or '(none)'} "
+            f"!= record {rec.build_evidence_digest}; deploy the certified build or certify this one"
+        )
+    want = {a.path: _norm_digest(a.sha256) for a in rec.artifacts}
+    have = {a.path: _norm_digest(a.sha256) for a in node.artifacts}
+    if want != have:
+        changed = sorted(p for p in want.keys() & have.keys() if want[p] != have[p])
+        missing = sorted(want.keys() - have.keys())
+        extra = sorted(have.keys() - want.keys())
+        parts = [f"{label} {', '.join(ps[:5])}{' ...' if len(ps) > 5 else ''}"
+                 for label, ps in (("differ:", changed), ("missing on node:", missing), ("not certified:", extra)) if ps]
+        out.append(f"{ARTIFACT_DIGEST_MISMATCH}: {where}: artifacts {'; '.join(parts)}; deploy exactly the certified artifacts")
+    statuses = {c.name: c.status for c in rec.checks}
+    for name in policy.required_checks:
+        if name not in statuses:
+            out.append(f"{REQUIRED_CHECK_MISSING}: {where}: policy requires check {name!r}, the record has none; rerun the runner with it")
+        elif statuses[name] != _PASS:
+            status = runner_report_pb2.CheckResult.Status.Name(statuses[name])
+            out.append(f"{REQUIRED_CHECK_FAILED}: {where}: policy requires check {name!r} PASS, the record says {status}")
+    for floor in policy.speed_floors:
+        if floor.lane_id not in ("*", node.lane_id):
+            continue
+        value = rec.metrics.get(floor.metric)
+        if value is None:
+            out.append(f"{SPEED_FLOOR}: {where}: metric {floor.metric!r} absent, policy floor {floor.min_value:g}")
+        elif not value >= floor.min_value:  # `not >=` also refuses NaN
+            out.append(f"{SPEED_FLOOR}: {where}: {floor.metric} {value:g} < floor {floor.min_value:g}")
+    return out
+
+
+def scope_key(lane_id: str, dc: runner_report_pb2.DeviceClass) -> tuple[str, ...]:
+    return (lane_id, *(getattr(dc, f) for f in SCOPE_FIELDS))
+
+
+def _decide_node(node, by_scope, by_lane, failed, policy) -> admission_pb2.LaneDecision:
+    lane = admission_pb2.LaneDecision(node_id=node.node_id, lane_id=node.lane_id)
+    # Fast path: only records of exactly this scope can admit the node.
+    for c in by_scope.get(scope_key(node.lane_id, node.device_class), ()):
+        if not record_refusals(c.record, node, policy):
+            lane.routable = True
+            lane.record_id = c.record.record_id
+            return lane
+    # Refused: explain with every record of this lane.
+    candidates = by_lane.get(node.lane_id, [])
+    reasons: list[str] = []
+    for c in candidates:
+        reasons.extend(record_refusals(c.record, node, policy))
+    same_lane_failed = [f for f in failed if f.claimed_lane == node.lane_id]
+    if not candidates and not same_lane_failed:
+        # Nothing claims this lane: show every unverifiable record (its claim may be garbled) and
+        # what the verified records do cover.
+        reasons.extend(f"{f.refusal_code}: node {node.node_id}: {f.refusal}" for f in failed)
+        other = sorted(by_lane)
+        if other:
+            reasons.append(
+                f"{SCOPE_LANE_MISMATCH}: node {node.node_id}: no verified record for lane {node.lane_id!r}; "
+                f"records cover {other}; certify this lane"
+            )
+        elif not failed:
+            reasons.append(f"{NO_RECORD}: node {node.node_id}: no record for lane {node.lane_id!r}; certify this lane first")
+    else:
+        reasons.extend(f"{f.refusal_code}: node {node.node_id}: {f.refusal}" for f in same_lane_failed)
+    lane.reasons.extend(reasons)
+    return lane
+
+
+def _compatibility_refusal(rec, lanes, model, admitted) -> str:
+    """Why a verified, current compatibility record does not cover this route; empty when it does."""
+    if sorted(rec.lane_ids) != lanes:
+        return f"covers lanes {sorted(rec.lane_ids)}, route needs exactly {lanes}"
+    if not model or _norm_digest(rec.model_sha256) != model:
+        return f"for model {rec.model_sha256 or '(none)'}, route model is {model or '(none)'}"
+    t = rec.tolerances
+    if not (rec.kl_divergence <= t.max_kl_divergence and rec.top1_agreement >= t.min_top1_agreement
+            and rec.max_abs_delta_logit <= t.max_abs_delta_logit):
+        return (f"measured kl {rec.kl_divergence:g} / top1 {rec.top1_agreement:g} / max|dlogit| "
+                f"{rec.max_abs_delta_logit:g} outside its own tolerances {t.max_kl_divergence:g} / "
+                f"{t.min_top1_agreement:g} / {t.max_abs_delta_logit:g}")
+    for cert in admitted:
+        for field in ("upstream_commit", "patch_stack_digest"):
+            if getattr(rec, field) and getattr(rec, field) != getattr(cert, field):
+                return f"{field} {getattr(rec, field)[:16]} != certified lane {cert.scope.lane_id}'s {getattr(cert, field)[:16]}"
+    return ""
+
+
+def decide(
+    policy: admission_pb2.AdmissionPolicy,
+    records_in: Sequence[SignedInput | certification_pb2.Envelope],
+    compat_records: Sequence[SignedInput | certification_pb2.Envelope],
+    route: admission_pb2.RouteRequest,
+    now: dt.datetime | None = None,
+    *,
+    trust_store: trust.TrustStore | None = None,
+    policy_digest: str | None = None,
+    cache: VerificationCache | None = None,
+) -> admission_pb2.AdmissionDecision:
+    """The admission decision for `route`. Pass trust_store/policy_digest/cache to amortise them."""
+    now = now or timestamps.now()
+    store = trust_store or policy_lib.validate(policy)
+    items = [r if isinstance(r, SignedInput) else SignedInput.from_envelope(r) for r in records_in]
+    compat_items = [r if isinstance(r, SignedInput) else SignedInput.from_envelope(r) for r in compat_records]
+    decision = admission_pb2.AdmissionDecision(
+        route_id=route.route_id,
+        policy_id=policy.policy_id,
+        policy_digest=policy_digest or policy_lib.policy_digest(policy),
+        decided_at=timestamps.format_utc(now),
+        verifier=VERIFIER,
+    )
+    decision.input_record_digests.extend(sorted({i.digest for i in (*items, *compat_items)}))
+
+    by_lane: dict[str, list[_Checked]] = {}
+    failed: list[_Checked] = []
+    for item in items:
+        c = _check(item, records.verify_record, store, policy, now, cache)
+        if c.record is None:
+            failed.append(c)
+        else:
+            by_lane.setdefault(c.record.scope.lane_id, []).append(c)
+    by_scope: dict[tuple[str, ...], list[_Checked]] = {}
+    for cands in by_lane.values():  # newest first: a re-certification supersedes
+        cands.sort(key=lambda c: timestamps.parse_utc(c.record.issued_at), reverse=True)
+        for c in cands:
+            by_scope.setdefault(scope_key(c.record.scope.lane_id, c.record.scope.device_class), []).append(c)
+
+    if not route.nodes:
+        decision.reasons.append(f"{NO_NODES}: route {route.route_id!r} lists no nodes")
+    admitted: list[certification_pb2.CertificationRecord] = []
+    record_by_id = {c.record.record_id: c.record for cs in by_lane.values() for c in cs}
+    for node in route.nodes:
+        lane = _decide_node(node, by_scope, by_lane, failed, policy)
+        decision.lanes.append(lane)
+        decision.reasons.extend(lane.reasons)
+        if lane.routable:
+            admitted.append(record_by_id[lane.record_id])
+
+    lanes = sorted({n.lane_id for n in route.nodes})
+    if len(lanes) > 1:
+        model = _norm_digest(route.model_sha256)
+        notes = []
+        covered = False
+        for item in compat_items:
+            c = _check(item, records.verify_compatibility, store, policy, now, cache)
+            why = f"{c.refusal_code}: {c.refusal}" if c.record is None else _compatibility_refusal(c.record, lanes, model, admitted)
+            if not why:
+                covered = True
+                break
+            notes.append(f"{item.label}: {why}")
+        if not covered:
+            detail = f"; candidates: {' | '.join(notes)}" if notes else "; none supplied"
+            decision.reasons.append(
+                f"{MIXED_WITHOUT_COMPATIBILITY}: route spans lanes {lanes} for model {model or '(none)'} without a "
+                f"verified compatibility record for exactly those lanes and that model{detail}"
+            )
+    decision.routable = bool(route.nodes) and not decision.reasons and all(l.routable for l in decision.lanes)
+    return decision
+
+
+def route_from_nodes(
+    nodes: Iterable[admission_pb2.NodeDescription], model_sha256: str, route_id: str = ""
+) -> admission_pb2.RouteRequest:
+    route = admission_pb2.RouteRequest(route_id=route_id, model_sha256=model_sha256)
+    route.nodes.extend(nodes)
+    return route

@@ -1,0 +1,287 @@
+"""Admission refuses every way a record can fail to cover a node, each with its own reason code."""
+
+import datetime as dt
+import inspect
+import re
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from proto import certification_pb2
+from tools.admission import admission
+from tools.admission import policy as policy_lib
+from tools.certify import dsse, records, sample_reports
+
+NOW = sample_reports.NOW
+LATER = NOW + dt.timedelta(days=1)
+CPU, GPU = "linux-x86_64-cpu", "linux-x86_64-cuda"  # lane ids as data only
+MODEL = sample_reports.MODEL_SHA256
+
+
+@pytest.fixture(scope="module")
+def key():
+    return Ed25519PrivateKey.generate()
+
+
+@pytest.fixture(scope="module")
+def policy(key):
+    return sample_reports.make_policy(key)
+
+
+def signed(report, key, issued_at=NOW, days=30, mutate=None):
+    rec = records.record_from_report(report, report.SerializeToString(), dsse.keyid_for(key), issued_at, days, "test-policy")
+    if mutate:
+        mutate(rec)
+    return records.sign_record(rec, key)
+
+
+def decide(policy, envs, nodes, compat=(), now=LATER, model=MODEL):
+    route = admission.route_from_nodes(nodes, model, "r1")
+    return admission.decide(policy, list(envs), list(compat), route, now)
+
+
+def codes(decision):
+    return {r.split(":", 1)[0] for r in decision.reasons}
+
+
+def assert_refused(decision, code):
+    assert not decision.routable
+    assert codes(decision) == {code}, decision.reasons
+    assert all(r.startswith(code + ": ") for r in decision.reasons)
+
+
+def test_valid_record_is_routable(policy, key):
+    report = sample_reports.make_report()
+    env = signed(report, key)
+    d = decide(policy, [env], [sample_reports.node_for(report)])
+    assert d.routable, d.reasons
+    assert list(d.reasons) == []
+    lane = d.lanes[0]
+    assert lane.routable and lane.lane_id == CPU
+    assert lane.record_id == records.verify_record(env, {dsse.keyid_for(key): key.public_key()}).record_id
+    assert list(d.input_record_digests) == [admission.SignedInput.from_envelope(env).digest]
+    assert d.policy_id == "test-policy" and d.policy_digest == policy_lib.policy_digest(policy)
+    assert d.decided_at == "2026-03-02T12:00:00Z" and d.verifier == admission.VERIFIER
+
+
+def test_flipped_payload_byte_is_bad_signature(policy, key):
+    report = sample_reports.make_report()
+    env = signed(report, key)
+    payload = bytearray(env.payload)
+    payload[len(payload) // 2] ^= 0x01
+    env.payload = bytes(payload)
+    assert_refused(decide(policy, [env], [sample_reports.node_for(report)]), "bad-signature")
+
+
+def test_unknown_key(policy):
+    report = sample_reports.make_report()
+    env = signed(report, Ed25519PrivateKey.generate())
+    assert_refused(decide(policy, [env], [sample_reports.node_for(report)]), "unknown-key")
+
+
+def test_key_outside_validity(policy, key):
+    report = sample_reports.make_report()
+    env = signed(report, key, issued_at=NOW + dt.timedelta(days=364), days=30)
+    d = decide(policy, [env], [sample_reports.node_for(report)], now=NOW + dt.timedelta(days=366))
+    assert_refused(d, "key-outside-validity")
+
+
+def test_expired_record(policy, key):
+    report = sample_reports.make_report()
+    env = signed(report, key, days=30)
+    assert_refused(decide(policy, [env], [sample_reports.node_for(report)], now=NOW + dt.timedelta(days=31)), "expired")
+
+
+def test_record_older_than_policy_max_age(policy, key):
+    report = sample_reports.make_report()
+    strict = policy_lib.policy_from_json(policy_lib.policy_to_json(policy))
+    strict.max_record_age_days = 1
+    env = signed(report, key, days=30)
+    assert_refused(decide(strict, [env], [sample_reports.node_for(report)], now=NOW + dt.timedelta(days=2)), "expired")
+
+
+def test_unsupported_schema_version(policy, key):
+    report = sample_reports.make_report()
+    rec = records.record_from_report(report, report.SerializeToString(), dsse.keyid_for(key), NOW, 30, "p")
+    rec.schema_version = 2
+    env = records.sign_record(rec, key)  # payload type says v2
+    assert env.payload_type.endswith(".v2+protobuf")
+    assert_refused(decide(policy, [env], [sample_reports.node_for(report)]), "unsupported-schema")
+    only_v9 = policy_lib.policy_from_json(policy_lib.policy_to_json(policy))
+    only_v9.supported_record_schema_versions[:] = [9]
+    assert_refused(decide(only_v9, [signed(report, key)], [sample_reports.node_for(report)]), "unsupported-schema")
+
+
+def test_other_device_class(policy, key):
+    report = sample_reports.make_report(GPU)
+    node = sample_reports.node_for(report)
+    node.device_class.device_name = "NVIDIA H100 80GB HBM3"
+    node.device_class.compute_capability = "9.0"
+    d = decide(policy, [signed(report, key)], [node])
+    assert_refused(d, "scope-device-class-mismatch")
+    assert "device_name" in d.reasons[0]
+
+
+def test_driver_version_is_informational(policy, key):
+    report = sample_reports.make_report(GPU)
+    node = sample_reports.node_for(report)
+    node.device_class.driver_version = "580.99.01"
+    node.device_class.runtime_version = "12.9"
+    assert decide(policy, [signed(report, key)], [node]).routable
+    node.device_class.driver_major = "575"
+    assert_refused(decide(policy, [signed(report, key)], [node]), "scope-device-class-mismatch")
+
+
+def test_other_lane(policy, key):
+    report = sample_reports.make_report(CPU)
+    node = sample_reports.node_for(sample_reports.make_report("linux-aarch64-cpu", arch="aarch64"))
+    assert_refused(decide(policy, [signed(report, key)], [node]), "scope-lane-mismatch")
+
+
+def test_no_record(policy):
+    assert_refused(decide(policy, [], [sample_reports.node_for(sample_reports.make_report())]), "no-record")
+
+
+def test_artifact_digest_mismatch(policy, key):
+    report = sample_reports.make_report()
+    node = sample_reports.node_for(report)
+    node.artifacts[1].sha256 = "0" * 64
+    assert_refused(decide(policy, [signed(report, key)], [node]), "artifact-digest-mismatch")
+    node = sample_reports.node_for(report)
+    node.artifacts.add(path="bin/extra", sha256="1" * 64)
+    assert_refused(decide(policy, [signed(report, key)], [node]), "artifact-digest-mismatch")
+
+
+def test_build_evidence_mismatch(policy, key):
+    report = sample_reports.make_report()
+    node = sample_reports.node_for(report)
+    node.build_evidence_digest = "sha256:" + "2" * 64
+    assert_refused(decide(policy, [signed(report, key)], [node]), "build-evidence-mismatch")
+
+
+def test_required_check_missing(policy, key):
+    report = sample_reports.make_report()
+    stricter = policy_lib.policy_from_json(policy_lib.policy_to_json(policy))
+    stricter.required_checks.append("concurrency")
+    assert_refused(decide(stricter, [signed(report, key)], [sample_reports.node_for(report)]), "required-check-missing")
+
+
+def test_required_check_not_pass(policy, key):
+    report = sample_reports.make_report()  # "cancellation" ran as SKIPPED, not required by the runner
+    stricter = policy_lib.policy_from_json(policy_lib.policy_to_json(policy))
+    stricter.required_checks.append("cancellation")
+    assert_refused(decide(stricter, [signed(report, key)], [sample_reports.node_for(report)]), "required-check-failed")
+
+
+def test_speed_floor(policy, key):
+    slow = sample_reports.make_report(tg_tokens_per_s=3.0)
+    assert_refused(decide(policy, [signed(slow, key)], [sample_reports.node_for(slow)]), "speed-floor")
+    no_metric = sample_reports.make_report()
+    del no_metric.checks[3].metrics["tg_tokens_per_s"]
+    assert_refused(decide(policy, [signed(no_metric, key)], [sample_reports.node_for(no_metric)]), "speed-floor")
+
+
+def test_speed_floor_for_other_lane_does_not_apply(policy, key):
+    slow = sample_reports.make_report(tg_tokens_per_s=3.0)
+    p = sample_reports.make_policy(key)
+    p.speed_floors[0].lane_id = GPU
+    assert decide(p, [signed(slow, key)], [sample_reports.node_for(slow)]).routable
+
+
+def test_newest_good_record_wins_over_bad_ones(policy, key):
+    report = sample_reports.make_report()
+    stale = signed(report, key, issued_at=NOW - dt.timedelta(days=40), days=30)
+    forged = signed(report, Ed25519PrivateKey.generate())
+    d = decide(policy, [stale, forged, signed(report, key)], [sample_reports.node_for(report)])
+    assert d.routable and len(d.input_record_digests) == 3
+
+
+def _compat(key, lanes=(CPU, GPU), model=MODEL, mutate=None):
+    rec = certification_pb2.CompatibilityRecord(
+        schema_version=1, lane_ids=list(lanes), model_sha256=model,
+        upstream_commit="0c1e57098bba43ac29e6e3b677cdceebdd22334f",
+        kl_divergence=0.001, top1_agreement=0.99, max_abs_delta_logit=0.05,
+        issuer=dsse.keyid_for(key), issued_at="2026-03-01T12:00:00Z", expires_at="2026-04-01T12:00:00Z",
+    )
+    rec.tolerances.max_kl_divergence = 0.01
+    rec.tolerances.min_top1_agreement = 0.95
+    rec.tolerances.max_abs_delta_logit = 0.5
+    if mutate:
+        mutate(rec)
+    return records.sign_compatibility(rec, key)
+
+
+@pytest.fixture(scope="module")
+def two_lanes(key):
+    a, b = sample_reports.make_report(CPU), sample_reports.make_report(GPU)
+    return [signed(a, key), signed(b, key)], [sample_reports.node_for(a), sample_reports.node_for(b)]
+
+
+def test_two_lane_route_without_compatibility_refused(policy, two_lanes):
+    envs, nodes = two_lanes
+    d = decide(policy, envs, nodes)
+    assert all(lane.routable for lane in d.lanes)  # each node alone is fine
+    assert_refused(d, "mixed-backends-without-compatibility")
+
+
+def test_two_lane_route_with_compatibility_accepted(policy, key, two_lanes):
+    envs, nodes = two_lanes
+    d = decide(policy, envs, nodes, compat=[_compat(key)])
+    assert d.routable, d.reasons
+    assert len(d.input_record_digests) == 3
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda key: _compat(key, lanes=(CPU, GPU, "linux-x86_64-rocm")),  # not exactly these lanes
+        lambda key: _compat(key, lanes=(CPU, "linux-x86_64-rocm")),
+        lambda key: _compat(key, model="f" * 64),  # another model
+        lambda key: _compat(Ed25519PrivateKey.generate()),  # untrusted signer
+        lambda key: _compat(key, mutate=lambda r: setattr(r, "expires_at", "2026-03-01T13:00:00Z")),
+        lambda key: _compat(key, mutate=lambda r: setattr(r, "top1_agreement", 0.5)),  # outside its tolerances
+        lambda key: _compat(key, mutate=lambda r: setattr(r, "upstream_commit", "deadbeef")),
+    ],
+)
+def test_two_lane_route_with_unfit_compatibility_refused(policy, key, two_lanes, make):
+    envs, nodes = two_lanes
+    assert_refused(decide(policy, envs, nodes, compat=[make(key)]), "mixed-backends-without-compatibility")
+
+
+def test_compatibility_record_is_not_a_certification_record(policy, key):
+    report = sample_reports.make_report()
+    d = decide(policy, [_compat(key)], [sample_reports.node_for(report)])
+    assert_refused(d, "unsupported-schema")
+
+
+def test_cache_gives_same_decision(policy, key, two_lanes):
+    envs, nodes = two_lanes
+    cache = admission.VerificationCache()
+    route = admission.route_from_nodes(nodes, MODEL, "r1")
+    bad = dsse.Envelope()
+    bad.CopyFrom(envs[0])
+    bad.payload = bad.payload[:-1] + bytes([bad.payload[-1] ^ 1])
+    for _ in range(2):
+        d = admission.decide(policy, envs, [_compat(key)], route, LATER, cache=cache)
+        assert d.routable
+        d = admission.decide(policy, [bad, envs[1]], [], route, LATER, cache=cache)
+        assert not d.routable and "bad-signature" in codes(d)
+
+
+def test_reason_codes_are_distinct():
+    from tools.certify import errors
+
+    decided_here = [v for k, v in vars(admission).items() if k.isupper() and isinstance(v, str) and re.fullmatch(r"[a-z-]+", v)]
+    from_errors = [c.code for c in vars(errors).values() if inspect.isclass(c) and issubclass(c, errors.CertifyError)]
+    all_codes = decided_here + from_errors
+    assert len(all_codes) == len(set(all_codes))
+
+
+def test_no_backend_names_in_decision_logic():
+    source = inspect.getsource(admission).lower()
+    assert "cuda" not in source and "cpu" not in source
+
+
+if __name__ == "__main__":
+    import sys, pytest
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

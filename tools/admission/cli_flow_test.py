@@ -1,0 +1,92 @@
+"""The user flow through the CLIs' functions: keygen -> policy_tool -> certify_report -> admission."""
+
+import datetime as dt
+import json
+
+import pytest
+from google.protobuf import json_format
+
+from tools.admission import admission, admission_cli, policy_tool
+from tools.admission import policy as policy_lib
+from tools.certify import certify_cli, keys, sample_reports, timestamps
+from tools.certify.errors import PolicyError
+
+CPU, GPU = "linux-x86_64-cpu", "linux-x86_64-cuda"  # lane ids as data only
+
+
+def test_policy_tool_creates_and_updates(tmp_path):
+    files = keys.generate("ci", tmp_path / "keys")
+    path = tmp_path / "policy.json"
+    start = dt.datetime(2026, 1, 1, tzinfo=timestamps.UTC)
+    p = policy_tool.update_policy_file(
+        path, policy_id="lanes-test", public_key=files.public_pem.read_bytes(), owner="ci",
+        not_before=start, valid_days=10, required_checks=["preflight", "speed"],
+        speed_floors=[policy_tool.parse_speed_floor("*:speed.tg_tokens_per_s:5")],
+    )
+    assert p.trusted_keys[0].keyid == files.keyid
+    assert p.trusted_keys[0].not_after == "2026-01-11T00:00:00Z"
+    obj = json.loads(path.read_text())
+    assert obj["policy_id"] == "lanes-test" and obj["required_checks"] == ["preflight", "speed"]
+    # Update: same key again replaces (no duplicate), floor replaced, checks kept.
+    p = policy_tool.update_policy_file(path, public_key=files.public_raw.read_bytes(), not_before=start, valid_days=20,
+                                       speed_floors=[("*", "speed.tg_tokens_per_s", 7.5)])
+    assert len(p.trusted_keys) == 1 and p.trusted_keys[0].not_after == "2026-01-21T00:00:00Z"
+    assert [(f.lane_id, f.min_value) for f in p.speed_floors] == [("*", 7.5)]
+    assert list(p.required_checks) == ["preflight", "speed"]
+    assert policy_lib.policy_digest(policy_lib.load_policy(path)) == policy_lib.policy_digest(p)
+
+
+def test_policy_errors(tmp_path):
+    with pytest.raises(PolicyError, match="policy_id"):
+        policy_tool.update_policy_file(tmp_path / "p.json")
+    with pytest.raises(PolicyError, match="LANE:METRIC:MIN"):
+        policy_tool.parse_speed_floor("speed.tg")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 1, "policy_id": "x", "trusted_keys": [{"keyid": "00", "public_key": "'
+                   + "A" * 43 + '=", "not_before": "2026-01-01T00:00:00Z", "not_after": "2027-01-01T00:00:00Z"}]}')
+    with pytest.raises(PolicyError, match="sha256"):
+        policy_lib.load_policy(bad)
+
+
+def test_sign_then_admit_through_files(tmp_path):
+    files = keys.generate("ci", tmp_path / "keys")
+    now = timestamps.now()
+    policy_path = tmp_path / "policy.json"
+    policy_tool.update_policy_file(
+        policy_path, policy_id="lanes-test", public_key=files.public_pem.read_bytes(),
+        not_before=now - dt.timedelta(days=1), required_checks=list(sample_reports.REQUIRED_CHECKS),
+        speed_floors=[("*", "speed.tg_tokens_per_s", 5.0)],
+    )
+    records_dir = tmp_path / "records"
+    node_paths = []
+    for lane in (CPU, GPU):
+        report = sample_reports.make_report(lane)
+        report_path = tmp_path / f"{lane}.report.pb"
+        report_path.write_bytes(report.SerializeToString())
+        certify_cli.certify_report(report_path, files.private_key, policy_path, records_dir, 30)
+        node_path = tmp_path / f"{lane}.node.json"
+        node_path.write_text(json_format.MessageToJson(sample_reports.node_for(report)))
+        node_paths.append(str(node_path))
+    (records_dir / "junk.dsse.json").write_text("not json")
+
+    one, problems = admission_cli.decide_from_files(policy_path, records_dir, node_paths[:1], sample_reports.MODEL_SHA256)
+    assert one.routable, one.reasons
+    assert len(problems) == 1 and "junk" in problems[0]
+
+    two, _ = admission_cli.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256)
+    assert not two.routable
+    assert two.reasons[0].startswith(admission.MIXED_WITHOUT_COMPATIBILITY + ":")
+
+    compat = {"lane_ids": [CPU, GPU], "model_sha256": sample_reports.MODEL_SHA256, "kl_divergence": 0.001,
+              "top1_agreement": 0.99, "tolerances": {"max_kl_divergence": 0.01, "min_top1_agreement": 0.95,
+                                                       "max_abs_delta_logit": 1.0}}
+    (tmp_path / "compat.json").write_text(json.dumps(compat))
+    certify_cli.sign_compatibility_file(tmp_path / "compat.json", files.private_key, policy_path, records_dir, 30)
+    two, _ = admission_cli.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256, "r")
+    assert two.routable, two.reasons
+    assert len(two.input_record_digests) == 3
+
+
+if __name__ == "__main__":
+    import sys, pytest
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

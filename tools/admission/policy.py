@@ -1,0 +1,69 @@
+"""AdmissionPolicy files: JSON (json_format) on disk, validated on load, identified by a digest.
+
+The digest is sha256 over canonical JSON (proto field names, sorted keys, no whitespace), so anyone
+can recompute it from the policy file with any JSON tool, independent of protobuf's wire encoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+
+from google.protobuf import json_format
+
+from proto import admission_pb2
+from tools.certify import trust
+from tools.certify.errors import PolicyError
+
+POLICY_SCHEMA_VERSION = 1
+
+
+def policy_from_json(text: str, source: str = "policy") -> admission_pb2.AdmissionPolicy:
+    policy = admission_pb2.AdmissionPolicy()
+    try:
+        json_format.Parse(text, policy)
+    except json_format.ParseError as err:
+        raise PolicyError(f"{source}: not an AdmissionPolicy in JSON ({err}); see tools/admission/policy_tool.py") from err
+    validate(policy, source)
+    return policy
+
+
+def load_policy(path: pathlib.Path | str) -> admission_pb2.AdmissionPolicy:
+    path = pathlib.Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise PolicyError(f"{path}: cannot read policy ({err.strerror}); create one with policy_tool.py") from err
+    return policy_from_json(text, str(path))
+
+
+def validate(policy: admission_pb2.AdmissionPolicy, source: str = "policy") -> trust.TrustStore:
+    """Raises PolicyError on anything a verifier could misread; returns the policy's trust store."""
+    if policy.schema_version != POLICY_SCHEMA_VERSION:
+        raise PolicyError(
+            f"{source}: policy schema_version {policy.schema_version}, this tool reads {POLICY_SCHEMA_VERSION}"
+        )
+    if not policy.policy_id:
+        raise PolicyError(f"{source}: policy_id is empty; decisions must name the policy they applied")
+    for f in policy.speed_floors:
+        if not f.lane_id or not f.metric:
+            raise PolicyError(f"{source}: speed floor {f} needs lane_id ('*' for all) and metric")
+    try:
+        return trust.TrustStore.from_trusted_keys(policy.trusted_keys)
+    except PolicyError as err:
+        raise PolicyError(f"{source}: {err}") from err
+
+
+def canonical_json(policy: admission_pb2.AdmissionPolicy) -> str:
+    obj = json_format.MessageToDict(policy, preserving_proto_field_name=True)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def policy_to_json(policy: admission_pb2.AdmissionPolicy) -> str:
+    obj = json_format.MessageToDict(policy, preserving_proto_field_name=True)
+    return json.dumps(obj, sort_keys=True, indent=2) + "\n"
+
+
+def policy_digest(policy: admission_pb2.AdmissionPolicy) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(policy).encode("utf-8")).hexdigest()

@@ -1,0 +1,109 @@
+"""One exception type per failure kind. Each carries the reason code admission reports for it.
+
+Codes are stable, distinct prefixes ("bad-signature", "expired", ...): decision records and tests
+match on them, so a code never changes meaning once released.
+"""
+
+from __future__ import annotations
+
+
+class CertifyError(Exception):
+    """Base of every certification failure; `code` is the reason-code prefix admission reports."""
+
+    code = "certify-error"
+
+
+class MalformedEnvelopeError(CertifyError):
+    """The file is not a DSSE envelope in the standard JSON shape."""
+
+    code = "malformed-envelope"
+
+
+class BadSignatureError(CertifyError):
+    """A signature from a trusted key does not verify: the payload or its type was altered."""
+
+    code = "bad-signature"
+
+
+class UnknownKeyError(CertifyError):
+    """No signature on the envelope comes from a key the policy trusts."""
+
+    code = "unknown-key"
+
+
+class KeyOutsideValidityError(CertifyError):
+    """The signing key is trusted, but not at the record's issue time or not now."""
+
+    code = "key-outside-validity"
+
+
+class ExpiredRecordError(CertifyError):
+    """The record's expiry has passed, or it is older than the policy's maximum record age."""
+
+    code = "expired"
+
+
+class NotYetValidError(CertifyError):
+    """The record says it was issued in the future: a clock or a forgery problem."""
+
+    code = "not-yet-valid"
+
+
+class UnsupportedSchemaError(CertifyError):
+    """Payload type or schema_version is one this tool (or the policy) does not accept."""
+
+    code = "unsupported-schema"
+
+
+class IssuerMismatchError(CertifyError):
+    """The record names an issuer other than the key whose signature verified."""
+
+    code = "issuer-mismatch"
+
+
+class BadTimestampError(CertifyError):
+    """A time field is not RFC 3339 UTC."""
+
+    code = "bad-timestamp"
+
+
+class NotRecordableError(CertifyError):
+    """The runner report may not be certified (not pass_recordable, not PASS, a required check not PASS)."""
+
+    code = "not-recordable"
+
+
+class IncompleteReportError(CertifyError):
+    """The runner report lacks a field a record needs (lane, device class, artifacts, digests)."""
+
+    code = "incomplete-report"
+
+
+class KeyLocationError(CertifyError):
+    """Refused to write a private key inside a git work tree."""
+
+    code = "key-in-repo"
+
+
+class KeyFileError(CertifyError):
+    """A key file is missing, unreadable, of the wrong type, or too widely readable."""
+
+    code = "key-file"
+
+
+class PolicyError(CertifyError):
+    """The admission policy file is unreadable or inconsistent."""
+
+    code = "bad-policy"
+
+
+class ReportDigestError(CertifyError):
+    """The report bytes given for the digest are not the report given for the record."""
+
+    code = "report-digest-mismatch"
+
+
+class UnreadableInputError(CertifyError):
+    """An input file (report, record, compatibility JSON, node description) is missing or not parseable."""
+
+    code = "unreadable-input"

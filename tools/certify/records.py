@@ -1,0 +1,260 @@
+"""CertificationRecord and CompatibilityRecord: made from a runner report, signed into DSSE, verified.
+
+The payload type names the schema version ("...certification-record.v1+protobuf"); a verifier refuses
+versions it does not know instead of guessing at their meaning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Collection
+from typing import TypeVar
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from google.protobuf import message as pb_message
+
+from proto import certification_pb2, runner_report_pb2
+from tools.certify import dsse, timestamps, trust
+from tools.certify.errors import (
+    ExpiredRecordError,
+    IncompleteReportError,
+    IssuerMismatchError,
+    MalformedEnvelopeError,
+    NotRecordableError,
+    NotYetValidError,
+    ReportDigestError,
+    UnsupportedSchemaError,
+)
+
+CERTIFICATION_SCHEMA_VERSION = 1
+COMPATIBILITY_SCHEMA_VERSION = 1
+SUPPORTED_REPORT_SCHEMA_VERSIONS = frozenset({1})
+
+CERTIFICATION_FAMILY = "application/vnd.lanes.certification-record"
+COMPATIBILITY_FAMILY = "application/vnd.lanes.compatibility-record"
+
+# Clocks differ a little between the signer and the verifier; more than this is a problem.
+CLOCK_SKEW = dt.timedelta(minutes=5)
+
+Record = TypeVar("Record", certification_pb2.CertificationRecord, certification_pb2.CompatibilityRecord)
+
+_PASS = runner_report_pb2.CheckResult.PASS
+
+
+def payload_type(family: str, version: int) -> str:
+    return f"{family}.v{version}+protobuf"
+
+
+CERTIFICATION_PAYLOAD_TYPE = payload_type(CERTIFICATION_FAMILY, CERTIFICATION_SCHEMA_VERSION)
+COMPATIBILITY_PAYLOAD_TYPE = payload_type(COMPATIBILITY_FAMILY, COMPATIBILITY_SCHEMA_VERSION)
+
+_PAYLOAD_TYPE_RE = re.compile(r"^(?P<family>.+)\.v(?P<version>[0-9]+)\+protobuf$")
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def device_class_slug(dc: runner_report_pb2.DeviceClass) -> str:
+    """File-name-safe summary of the scope key, e.g. "cuda-nvidia-h200-9.0-580"."""
+    parts = [dc.backend]
+    if dc.vendor and dc.vendor.lower() not in dc.device_name.lower():
+        parts.append(dc.vendor)
+    parts += [dc.device_name, dc.compute_capability, dc.driver_major]
+    text = "-".join(p for p in parts if p).lower()
+    text = re.sub(r"[^a-z0-9.]+", "-", text).strip("-.")
+    return re.sub(r"-{2,}", "-", text) or "unknown-device"
+
+
+def record_file_name(record: certification_pb2.CertificationRecord) -> str:
+    return f"{record.scope.lane_id}.{device_class_slug(record.scope.device_class)}.record.dsse.json"
+
+
+def _check_recordable(report: runner_report_pb2.RunnerReport) -> None:
+    where = f"report for lane {report.lane_id or '?'}"
+    if report.schema_version not in SUPPORTED_REPORT_SCHEMA_VERSIONS:
+        raise UnsupportedSchemaError(
+            f"{where}: RunnerReport schema_version {report.schema_version}; this signer reads "
+            f"{sorted(SUPPORTED_REPORT_SCHEMA_VERSIONS)}. Update tools/certify or rerun with a matching runner"
+        )
+    if not report.pass_recordable:
+        why = "; ".join(report.non_recordable_reasons) or "no reason given"
+        raise NotRecordableError(
+            f"{where} is not pass_recordable ({why}); rerun the runner without skip/diagnostic switches"
+        )
+    if report.status != runner_report_pb2.RunnerReport.PASS:
+        status = runner_report_pb2.RunnerReport.Status.Name(report.status)
+        raise NotRecordableError(f"{where} has status {status}; only a PASS run can be certified")
+    required = [c for c in report.checks if c.required]
+    if not required:
+        raise NotRecordableError(f"{where} lists no required checks; a record must rest on checks that ran")
+    failed = [f"{c.name}={runner_report_pb2.CheckResult.Status.Name(c.status)}" for c in required if c.status != _PASS]
+    if failed:
+        raise NotRecordableError(
+            f"{where}: required checks not PASS ({', '.join(failed)}) although the report claims "
+            "pass_recordable; the runner is inconsistent, fix it and rerun"
+        )
+    missing = [
+        name
+        for name, present in (
+            ("lane_id", report.lane_id),
+            ("device_class.backend", report.device_class.backend),
+            ("device_class.os", report.device_class.os),
+            ("device_class.arch", report.device_class.arch),
+            ("build_evidence_digest", report.build_evidence_digest),
+            ("artifacts", len(report.artifacts)),
+            ("model.sha256", report.model.sha256),
+        )
+        if not present
+    ]
+    if missing:
+        raise IncompleteReportError(f"{where} lacks {', '.join(missing)}; the runner must fill them before signing")
+
+
+def record_from_report(
+    report: runner_report_pb2.RunnerReport,
+    report_bytes: bytes,
+    issuer_keyid: str,
+    issued_at: dt.datetime,
+    validity_days: int,
+    policy_id: str,
+) -> certification_pb2.CertificationRecord:
+    """The record attesting `report`; raises unless the report is a recordable PASS (checked again here)."""
+    _check_recordable(report)
+    if runner_report_pb2.RunnerReport.FromString(report_bytes) != report:
+        raise ReportDigestError("report_bytes do not decode to the report given; pass the bytes read from disk")
+    if validity_days <= 0:
+        raise ValueError(f"validity_days must be positive, got {validity_days}")
+    issued = timestamps.format_utc(issued_at)
+    digest = sha256_digest(report_bytes)
+    record = certification_pb2.CertificationRecord(
+        schema_version=CERTIFICATION_SCHEMA_VERSION,
+        record_id=hashlib.sha256(f"{digest}\n{issued}".encode()).hexdigest(),
+        report_digest=digest,
+        build_evidence_digest=report.build_evidence_digest,
+        upstream_commit=report.upstream_commit,
+        patch_stack_digest=report.patch_stack_digest,
+        issuer=issuer_keyid,
+        issued_at=issued,
+        expires_at=timestamps.format_utc(issued_at + dt.timedelta(days=validity_days)),
+        policy_id=policy_id,
+        build_provenance=report.build_provenance,
+    )
+    record.scope.lane_id = report.lane_id
+    record.scope.device_class.CopyFrom(report.device_class)
+    record.artifacts.extend(report.artifacts)
+    record.model.CopyFrom(report.model)
+    for c in report.checks:
+        summary = record.checks.add(name=c.name, status=c.status, required=c.required)
+        summary.counts.update(c.counts)
+        summary.metrics.update(c.metrics)
+        for key, value in c.metrics.items():
+            record.metrics[f"{c.name}.{key}"] = value
+    return record
+
+
+def _sign(record: Record, family: str, private_key: Ed25519PrivateKey) -> dsse.Envelope:
+    keyid = dsse.keyid_for(private_key)
+    if record.issuer and record.issuer != keyid:
+        raise IssuerMismatchError(
+            f"record names issuer {record.issuer[:16]}.. but the signing key is {keyid[:16]}..; "
+            "sign with the issuer's key or rebuild the record"
+        )
+    record.issuer = keyid
+    return dsse.sign(payload_type(family, record.schema_version), record.SerializeToString(deterministic=True), private_key)
+
+
+def sign_record(record: certification_pb2.CertificationRecord, private_key: Ed25519PrivateKey) -> dsse.Envelope:
+    return _sign(record, CERTIFICATION_FAMILY, private_key)
+
+
+def sign_compatibility(record: certification_pb2.CompatibilityRecord, private_key: Ed25519PrivateKey) -> dsse.Envelope:
+    return _sign(record, COMPATIBILITY_FAMILY, private_key)
+
+
+def _verify(
+    env: dsse.Envelope,
+    trusted,
+    family: str,
+    known_versions: Collection[int],
+    cls: type[Record],
+    supported_versions: Collection[int] | None,
+) -> Record:
+    store = trust.as_trust_store(trusted)
+    verified = dsse.verify(env, store.public_keys)  # signature first: nothing below reads unsigned bytes
+    m = _PAYLOAD_TYPE_RE.match(env.payload_type)
+    if not m or m["family"] != family:
+        raise UnsupportedSchemaError(f"payload type {env.payload_type!r} is not {family}.v<N>+protobuf")
+    version = int(m["version"])
+    accepted = set(known_versions) & set(supported_versions) if supported_versions else set(known_versions)
+    if version not in accepted:
+        raise UnsupportedSchemaError(
+            f"payload type {env.payload_type!r}: schema v{version}, accepted {sorted(accepted)}; "
+            "update tools/certify and the policy's supported_record_schema_versions, or re-issue the record"
+        )
+    try:
+        record = cls.FromString(env.payload)
+    except pb_message.DecodeError as err:
+        raise MalformedEnvelopeError(f"signed payload is not a {cls.__name__} ({err})") from err
+    if record.schema_version != version:
+        raise UnsupportedSchemaError(
+            f"payload schema_version {record.schema_version} disagrees with payload type v{version}; re-issue the record"
+        )
+    if record.issuer not in verified:
+        raise IssuerMismatchError(
+            f"record names issuer {record.issuer[:16] or '(none)'}.. but was signed by {verified[0][:16]}..; "
+            "re-issue the record"
+        )
+    return record
+
+
+def verify_record(
+    env: dsse.Envelope, trusted, supported_versions: Collection[int] | None = None
+) -> certification_pb2.CertificationRecord:
+    """Checks signature by a trusted key, payload type and schema version; returns the record.
+
+    `trusted`: a trust.TrustStore, the policy's TrustedKey list, or keyid -> Ed25519PublicKey.
+    Time checks (expiry, key window) are separate: check_times(), since they need `now`.
+    """
+    return _verify(
+        env, trusted, CERTIFICATION_FAMILY, {CERTIFICATION_SCHEMA_VERSION},
+        certification_pb2.CertificationRecord, supported_versions,
+    )
+
+
+def verify_compatibility(
+    env: dsse.Envelope, trusted, supported_versions: Collection[int] | None = None
+) -> certification_pb2.CompatibilityRecord:
+    return _verify(
+        env, trusted, COMPATIBILITY_FAMILY, {COMPATIBILITY_SCHEMA_VERSION},
+        certification_pb2.CompatibilityRecord, supported_versions,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Times:
+    issued_at: dt.datetime
+    expires_at: dt.datetime
+
+
+def check_times(record: Record, trusted, now: dt.datetime, max_age_days: int = 0) -> Times:
+    """Raises unless the record is current: issued not in the future, unexpired, young enough, and
+    signed by a key valid both at issue time and now."""
+    store = trust.as_trust_store(trusted)
+    issued = timestamps.parse_utc(record.issued_at, "issued_at")
+    expires = timestamps.parse_utc(record.expires_at, "expires_at")
+    if issued > now + CLOCK_SKEW:
+        raise NotYetValidError(
+            f"issued_at {record.issued_at} is after now ({timestamps.format_utc(now)}); check the signer's clock"
+        )
+    store.check_window(record.issuer, issued, now)
+    if expires <= now:
+        raise ExpiredRecordError(f"expired at {record.expires_at}; re-certify the lane")
+    if max_age_days and now - issued > dt.timedelta(days=max_age_days):
+        raise ExpiredRecordError(
+            f"issued {record.issued_at}, older than the policy's {max_age_days} days; re-certify the lane"
+        )
+    return Times(issued, expires)

@@ -1,0 +1,147 @@
+"""The capability matrix: per lane, build status and certification status, kept separate.
+
+Build status comes only from evidence whose artifacts re-hash to their recorded digests; a lane is
+never shown BUILT on the strength of a file merely existing. Certification comes only from records
+that verify (see tools/certify); without one a lane is "dark": building never makes it routable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+from tools.evidence import build_evidence
+
+BUILT, UNAVAILABLE, FAILED, NOT_BUILT = "BUILT", "UNAVAILABLE", "FAILED", "NOT BUILT"
+DARK = "dark"
+
+
+@dataclasses.dataclass
+class LaneRow:
+    lane_id: str
+    alias: str
+    backend: str
+    build_status: str
+    build_detail: str = ""
+    certification: str = DARK
+    certified_device_classes: list[str] = dataclasses.field(default_factory=list)
+    routable_under_policy: bool = False
+    certification_detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# Certifier: given a lane id and its evidence digest (or ""), returns
+# (certification status, device classes, routable under policy, detail).
+Certifier = Callable[[str, str], tuple[str, list[str], bool, str]]
+
+
+def no_certification(lane_id: str, evidence_digest: str) -> tuple[str, list[str], bool, str]:
+    del lane_id, evidence_digest
+    return DARK, [], False, "no certification record"
+
+
+def build_status(alias: str, availability: dict[str, Any], bazel_bin: pathlib.Path) -> tuple[str, str, str]:
+    """(status, detail, evidence digest) for one lane, from its evidence and artifacts on disk."""
+    if availability["status"] != "AVAILABLE":
+        return UNAVAILABLE, availability["reason"], ""
+    evidence_pb = bazel_bin / "lanes" / f"{alias}.evidence.pb"
+    if not evidence_pb.exists():
+        return NOT_BUILT, f"no evidence at bazel-bin/lanes/{alias}.evidence.pb; run bazel build //lanes:{alias}", ""
+    try:
+        ev = build_evidence.read_evidence(evidence_pb)
+    except build_evidence.EvidenceError as err:
+        return FAILED, str(err), ""
+    if ev.status != ev.BUILT:
+        return FAILED, ev.reason or "evidence status is not BUILT", ""
+    problems = build_evidence.verify_artifacts(ev, bazel_bin / "lanes" / alias)
+    if problems:
+        return FAILED, "artifacts do not match the evidence: " + "; ".join(problems[:3]), ""
+    commit = ev.upstream.commit[:7]
+    return BUILT, f"{len(ev.artifacts)} artifacts verified; llama.cpp {commit}, patches {ev.patch_stack_digest[:19]}", build_evidence.evidence_digest(evidence_pb)
+
+
+def matrix(spec: dict[str, Any], availability: dict[str, Any], bazel_bin: pathlib.Path,
+           certifier: Certifier = no_certification) -> list[LaneRow]:
+    rows = []
+    for lane_id, lane in spec["lanes"].items():
+        avail = availability["lanes"][lane_id]
+        status, detail, digest = build_status(lane["alias"], avail, bazel_bin)
+        cert, classes, routable, cert_detail = certifier(lane_id, digest)
+        rows.append(LaneRow(
+            lane_id=lane_id,
+            alias=lane["alias"] and f"//lanes:{lane['alias']}",
+            backend=lane["backend"],
+            build_status=status,
+            build_detail=detail,
+            certification=cert,
+            certified_device_classes=classes,
+            routable_under_policy=routable,
+            certification_detail=cert_detail,
+        ))
+    return rows
+
+
+def render_text(rows: list[LaneRow]) -> str:
+    header = ("lane", "target", "build", "certification", "routable", "detail")
+    table = [header] + [
+        (r.lane_id, r.alias or "-", r.build_status,
+         r.certification + (f" ({', '.join(r.certified_device_classes)})" if r.certified_device_classes else ""),
+         "yes" if r.routable_under_policy else "no",
+         r.build_detail if r.build_status != BUILT or not r.certification_detail else r.certification_detail)
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    lines = []
+    for row in table:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+    return "\n".join(lines)
+
+
+def render_json(rows: list[LaneRow], host: dict[str, Any]) -> str:
+    return json.dumps({"host": host, "lanes": [r.to_json() for r in rows]}, indent=2, sort_keys=True)
+
+
+_CSS = """
+body{font:14px system-ui,sans-serif;margin:2rem;color:#1d2433}
+h1{font-size:1.4rem}table{border-collapse:collapse;width:100%}
+th,td{padding:.45rem .6rem;border-bottom:1px solid #e3e6ec;text-align:left;vertical-align:top}
+th{background:#f5f6f8}.pill{border-radius:999px;padding:.1rem .55rem;font-weight:600;font-size:12px}
+.BUILT{background:#d9f2e1;color:#0f5c2e}.FAILED{background:#fbdada;color:#8a1010}
+.UNAVAILABLE{background:#eceef2;color:#4a5163}.NOT{background:#fff1c9;color:#6b5200}
+.certified{background:#d6e6ff;color:#123f8a}.dark{background:#2b2f38;color:#e8eaef}
+.detail{color:#5b6375;font-size:12px}
+"""
+
+
+def render_html(rows: list[LaneRow], host: dict[str, Any]) -> str:
+    def pill(text: str, cls: str) -> str:
+        return f'<span class="pill {cls}">{html.escape(text)}</span>'
+
+    body = []
+    for r in rows:
+        build_cls = r.build_status.split()[0]
+        cert_cls = "certified" if r.certification != DARK else "dark"
+        classes = "<br>".join(html.escape(c) for c in r.certified_device_classes)
+        body.append(
+            "<tr>"
+            f"<td><b>{html.escape(r.lane_id)}</b><div class=detail>{html.escape(r.alias or 'no target')}</div></td>"
+            f"<td>{pill(r.build_status, build_cls)}<div class=detail>{html.escape(r.build_detail)}</div></td>"
+            f"<td>{pill(r.certification, cert_cls)}<div class=detail>{classes}{html.escape(r.certification_detail)}</div></td>"
+            f"<td>{pill('routable' if r.routable_under_policy else 'not routable', 'BUILT' if r.routable_under_policy else 'UNAVAILABLE')}</td>"
+            "</tr>"
+        )
+    return (
+        "<!doctype html><html><head><meta charset=utf-8><title>Lanes capability matrix</title>"
+        f"<style>{_CSS}</style></head><body><h1>Lanes capability matrix</h1>"
+        f"<p class=detail>host {html.escape(host.get('os', ''))}-{html.escape(host.get('arch', ''))}. "
+        "Build status is verified against build evidence; certification only from signed records that "
+        "verify under the policy. Building never makes a lane routable.</p>"
+        "<table><tr><th>lane</th><th>build</th><th>certification</th><th>routable under policy</th></tr>"
+        + "".join(body) + "</table></body></html>\n"
+    )

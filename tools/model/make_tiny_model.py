@@ -1,0 +1,202 @@
+"""Writes a tiny, deterministic llama-architecture GGUF for certification runs.
+
+The model is random (seeded) but shaped exactly like a real llama.cpp "llama" model:
+2 layers, n_embd 256, 4 query heads sharing 2 KV heads (GQA), SwiGLU FFN of 512,
+and the tokenizer of a real vocab GGUF, so llama.cpp tokenizes prompts normally and
+an independent NumPy reference (reference_forward.py) can recompute its logits.
+
+Usage:
+  make_tiny_model --vocab=ggml-vocab-llama-spm.gguf --out=tiny.gguf --dtype=f16 --seed=1234
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import tempfile
+from typing import Any
+
+import numpy as np
+from absl import app, flags
+
+import gguf
+
+ARCH = "llama"
+DTYPES = ("f32", "f16")
+
+
+@dataclasses.dataclass(frozen=True)
+class TinyConfig:
+    """Hyper-parameters of the tiny model; reference_forward reads them back from the file."""
+
+    n_layer: int = 2
+    n_embd: int = 256
+    n_head: int = 4
+    n_head_kv: int = 2
+    n_ff: int = 512
+    n_ctx: int = 256
+    rope_freq_base: float = 10000.0
+    rms_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+
+class VocabError(ValueError):
+    """The vocab GGUF is missing or does not hold a usable tokenizer."""
+
+
+def load_tokenizer_fields(vocab_gguf: pathlib.Path) -> list[tuple[str, Any, gguf.GGUFValueType, gguf.GGUFValueType | None]]:
+    """Returns every tokenizer.* KV of the vocab file as (key, value, type, sub_type), in file order."""
+    if not vocab_gguf.is_file():
+        raise VocabError(f"vocab GGUF not found: {vocab_gguf}")
+    try:
+        reader = gguf.GGUFReader(vocab_gguf, "r")
+    except Exception as e:  # gguf raises assorted errors (ValueError, struct errors) on bad files
+        raise VocabError(f"vocab GGUF is not a valid GGUF file: {vocab_gguf}: {e}") from e
+
+    fields = []
+    for key, field in reader.fields.items():
+        if key.startswith("tokenizer."):
+            fields.append((key, *_field_value(field)))
+    keys = {f[0] for f in fields}
+    for required in ("tokenizer.ggml.model", "tokenizer.ggml.tokens"):
+        if required not in keys:
+            raise VocabError(f"vocab GGUF {vocab_gguf} lacks {required}")
+    return fields
+
+
+def _field_value(field: gguf.ReaderField) -> tuple[Any, gguf.GGUFValueType, gguf.GGUFValueType | None]:
+    """Extracts a reader field so that GGUFWriter re-encodes it byte for byte."""
+    main = field.types[0]
+    if main == gguf.GGUFValueType.ARRAY:
+        sub = field.types[-1]
+        if sub == gguf.GGUFValueType.STRING:
+            # Raw bytes, not str: tokens need not round-trip through UTF-8 decoding.
+            return [bytes(field.parts[i]) for i in field.data], main, sub
+        return field.contents(), main, sub
+    if main == gguf.GGUFValueType.STRING:
+        return bytes(field.parts[-1]), main, None
+    return field.contents(), main, None
+
+
+def vocab_size(fields: list[tuple[str, Any, gguf.GGUFValueType, gguf.GGUFValueType | None]]) -> int:
+    return next(len(v) for k, v, _, _ in fields if k == "tokenizer.ggml.tokens")
+
+
+def make_weights(cfg: TinyConfig, n_vocab: int, seed: int) -> dict[str, np.ndarray]:
+    """Random float32 weights in GGUF (numpy) layout: a matrix with ggml ne {in, out} is numpy (out, in).
+
+    Scales are ~1/sqrt(fan_in) so attention and FFN change the residual stream as much as
+    the embedding does: the logits then depend on context (not just the last token) and
+    spread over several units, so top-1 varies across positions.
+    """
+    rng = np.random.default_rng(seed)
+    d, hd = cfg.n_embd, cfg.head_dim
+
+    def mat(n_out: int, n_in: int, gain: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal((n_out, n_in)) * (gain / np.sqrt(n_in))).astype(np.float32)
+
+    def norm(n: int) -> np.ndarray:
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    w: dict[str, np.ndarray] = {}
+    w["token_embd.weight"] = rng.standard_normal((n_vocab, d)).astype(np.float32)
+    for i in range(cfg.n_layer):
+        p = f"blk.{i}."
+        w[p + "attn_norm.weight"] = norm(d)
+        # Q/K gain > 1 sharpens attention so RoPE/position errors show up in the logits.
+        w[p + "attn_q.weight"] = mat(cfg.n_head * hd, d, 2.0)
+        w[p + "attn_k.weight"] = mat(cfg.n_head_kv * hd, d, 2.0)
+        w[p + "attn_v.weight"] = mat(cfg.n_head_kv * hd, d)
+        w[p + "attn_output.weight"] = mat(d, cfg.n_head * hd)
+        w[p + "ffn_norm.weight"] = norm(d)
+        w[p + "ffn_gate.weight"] = mat(cfg.n_ff, d)
+        w[p + "ffn_up.weight"] = mat(cfg.n_ff, d)
+        w[p + "ffn_down.weight"] = mat(d, cfg.n_ff)
+    w["output_norm.weight"] = norm(d)
+    w["output.weight"] = mat(n_vocab, d, 3.0)
+    return w
+
+
+def _store_dtype(arr: np.ndarray, dtype: str) -> np.ndarray:
+    # Like convert_hf_to_gguf: 1-D tensors (norms) stay F32 in an F16 model.
+    if dtype == "f16" and arr.ndim >= 2:
+        return arr.astype(np.float16)
+    return arr
+
+
+def _add_hparams(writer: gguf.GGUFWriter, cfg: TinyConfig, n_vocab: int, dtype: str, seed: int) -> None:
+    writer.add_name(f"lanes-tiny-llama-{dtype}-s{seed}")
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32)
+    writer.add_context_length(cfg.n_ctx)
+    writer.add_embedding_length(cfg.n_embd)
+    writer.add_block_count(cfg.n_layer)
+    writer.add_feed_forward_length(cfg.n_ff)
+    writer.add_head_count(cfg.n_head)
+    writer.add_head_count_kv(cfg.n_head_kv)
+    writer.add_rope_dimension_count(cfg.head_dim)
+    writer.add_rope_freq_base(cfg.rope_freq_base)
+    writer.add_layer_norm_rms_eps(cfg.rms_eps)
+    writer.add_vocab_size(n_vocab)
+
+
+def make_tiny_model(vocab_gguf: pathlib.Path, out: pathlib.Path, dtype: str = "f32", seed: int = 1234) -> None:
+    """Writes the tiny model to `out` atomically (temp file in the same dir, then rename)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    vocab_gguf, out = pathlib.Path(vocab_gguf), pathlib.Path(out)
+    cfg = TinyConfig()
+    tok_fields = load_tokenizer_fields(vocab_gguf)
+    n_vocab = vocab_size(tok_fields)
+
+    writer = gguf.GGUFWriter(None, ARCH)
+    _add_hparams(writer, cfg, n_vocab, dtype, seed)
+    for key, value, vtype, sub in tok_fields:
+        writer.add_key_value(key, value, vtype, sub)
+    for name, arr in make_weights(cfg, n_vocab, seed).items():
+        writer.add_tensor(name, _store_dtype(arr, dtype))
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    tmp = pathlib.Path(tmp_name)
+    try:
+        writer.write_header_to_file(tmp)
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; make it look like a normal output
+        os.replace(tmp, out)
+    except BaseException:
+        writer.close()
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    # Defined only when run as a program, so importing this module claims no flag names.
+    flags.DEFINE_string("vocab", None, "GGUF whose tokenizer.* fields are copied (e.g. ggml-vocab-llama-spm.gguf).")
+    flags.DEFINE_string("out", None, "Output GGUF path.")
+    flags.DEFINE_enum("dtype", "f32", list(DTYPES), "Storage type of the 2-D weights; norms stay F32.")
+    flags.DEFINE_integer("seed", 1234, "Seed of numpy.random.default_rng for the weights.")
+    flags.mark_flags_as_required(["vocab", "out"])
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    try:
+        make_tiny_model(pathlib.Path(FLAGS.vocab), pathlib.Path(FLAGS.out), FLAGS.dtype, FLAGS.seed)
+    except VocabError as e:
+        raise SystemExit(f"error: {e}") from e
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

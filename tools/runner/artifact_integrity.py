@@ -1,0 +1,69 @@
+"""Artifact integrity: bin/ and lib/ re-hashed against the build evidence, and the binary itself says
+it is the evidence's upstream commit and patch stack (the lane stamp of patch 0001)."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+from proto import runner_report_pb2 as rpb
+from tools.evidence import build_evidence
+from tools.runner.context import RunContext
+from tools.runner.steps import Step
+
+CR = rpb.CheckResult
+
+_COMMIT_RE = re.compile(r"^version: .*\(build \d+, commit ([0-9a-f]+)\)", re.MULTILINE)
+_STAMP_RE = re.compile(r"^lanes: lane (\S+), patch stack (\S+)\s*$", re.MULTILINE)
+
+
+def lane_files(lane_dir: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for sub in ("bin", "lib") for p in (lane_dir / sub).rglob("*") if p.is_file())
+
+
+def hash_artifacts(lane_dir: pathlib.Path) -> list[rpb.ArtifactDigest]:
+    return [rpb.ArtifactDigest(path=str(p.relative_to(lane_dir)), sha256=build_evidence.sha256_file(p))
+            for p in lane_files(lane_dir)]
+
+
+def parse_version(text: str) -> tuple[str, str, str]:
+    """(short commit, lane id, patch stack digest) from `llama-completion --version`."""
+    commit = _COMMIT_RE.search(text)
+    stamp = _STAMP_RE.search(text)
+    return (commit.group(1) if commit else "", stamp.group(1) if stamp else "", stamp.group(2) if stamp else "")
+
+
+def version_problems(text: str, lane_id: str, upstream_commit: str, patch_stack_digest: str) -> list[str]:
+    commit, stamped_lane, stamped_digest = parse_version(text)
+    problems = []
+    if len(commit) < 7 or not upstream_commit.startswith(commit):
+        problems.append(f"--version commit {commit or '(none)'} is not the evidence's upstream commit {upstream_commit[:12]}")
+    if not stamped_lane:
+        problems.append("--version prints no 'lanes: lane <id>, patch stack <digest>' stamp (a stock, unpatched build?)")
+    else:
+        if stamped_lane != lane_id:
+            problems.append(f"binary is stamped for lane {stamped_lane}, not {lane_id}")
+        if stamped_digest != patch_stack_digest:
+            problems.append(f"binary's patch stack {stamped_digest} != evidence {patch_stack_digest}")
+    return problems
+
+
+def run_artifact_integrity(ctx: RunContext, step: Step, report: rpb.RunnerReport) -> tuple[int, str]:
+    ev, lane_dir = ctx.evidence, ctx.config.lane_dir
+    report.artifacts.extend(hash_artifacts(lane_dir))
+    problems = build_evidence.verify_artifacts(ev, lane_dir)
+    listed = {a.path for a in ev.artifacts}
+    # A file the evidence does not list (say, an extra .so on the RUNPATH) is not covered by it either.
+    problems += [f"{a.path}: not in the evidence" for a in report.artifacts if a.path not in listed]
+    step.result.counts["artifacts_checked"] = len(ev.artifacts)
+    step.result.counts["artifacts_mismatched"] = len(problems)
+    for p in problems:
+        step.log(f"artifact: {p}")
+    res = step.run([ctx.bin("llama-completion"), "--version"], ctx.config.timeout_s)
+    step.result.exit_code = res.exit_code
+    if res.exit_code != 0:
+        problems.append(f"llama-completion --version exited {res.exit_code}")
+    problems += version_problems(res.output, ctx.lane.lane_id, ev.upstream.commit, ev.patch_stack_digest)
+    if problems:
+        return CR.FAIL, "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")
+    return CR.PASS, f"{len(ev.artifacts)} artifacts match the evidence; commit {ev.upstream.commit[:7]}, patch stack {ev.patch_stack_digest}"

@@ -1,0 +1,69 @@
+"""What one runner invocation is asked to do (built from flags by runner.py, or directly by tests)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+DEFAULT_KV_TYPES = ("f16", "q8_0", "q4_0")
+
+# Check names, in the order they run. --skip takes these.
+CHECKS = (
+    "preflight",
+    "artifact_integrity",
+    "fixture_parity",
+    "reference_parity",
+    "graph_smoke",
+    "concurrency",
+    "cancellation",
+    "cleanup",
+    "speed",
+)
+
+
+@dataclasses.dataclass
+class RunnerConfig:
+    lane: str
+    lane_dir: pathlib.Path
+    evidence: pathlib.Path | None
+    spec: pathlib.Path
+    model: pathlib.Path | None
+    out_dir: pathlib.Path
+    report: pathlib.Path
+    cpu_lane_dir: pathlib.Path | None = None
+    model_source: str = ""
+    kv_types: tuple[str, ...] = DEFAULT_KV_TYPES
+    threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
+    skip: tuple[str, ...] = ()
+    allow_software_icd: bool = False
+    fixture_ops: str = ""  # bring-up -o filter for test-backend-ops; non-recordable
+    speed_floor_tg: float = 0.0
+    speed_floor_pp: float = 0.0
+    timeout_s: float = 600.0
+    # Model-level parity tolerances (defaults measured on the tiny F32 model, see README.md).
+    parity_max_abs_delta: float = 0.05
+    parity_max_mean_kl: float = 1e-4
+    parity_min_top1: float = 1.0  # on positions whose reference top-1 margin is decisive
+    parity_prompt: str = "The quick brown fox jumps over the lazy dog. Once upon a time"
+    n_predict: int = 16
+    seed: int = 42
+    # llama-bench sizes; 0 = per-backend default (CPU: -p 64 -n 32 -r 2; accelerators: -p 512 -n 128 -r 3).
+    bench_pp: int = 0
+    bench_tg: int = 0
+    bench_reps: int = 0
+    roofline_model: bool = False
+    hbm_bandwidth_gbs: float = 0.0
+    memory_tolerance_mib: float = 64.0
+    sigint_exit_bound_s: float = 10.0
+    build_provenance: str = "bazel"
+    gpu_index: int = 0
+
+    def normalized(self) -> "RunnerConfig":
+        """Paths made absolute (binaries run with other working directories)."""
+        c = dataclasses.replace(self)
+        for name in ("lane_dir", "evidence", "spec", "model", "out_dir", "report", "cpu_lane_dir"):
+            value = getattr(c, name)
+            if value is not None:
+                setattr(c, name, pathlib.Path(os.path.abspath(value)))
+        return c

@@ -1,0 +1,40 @@
+"""State shared by the checks of one run."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+from proto import build_evidence_pb2 as epb
+from proto import runner_report_pb2 as rpb
+from tools.runner.config import RunnerConfig
+from tools.runner.lane_spec import Lane
+from tools.runner.steps import ProcessTracker
+
+
+@dataclasses.dataclass
+class RunContext:
+    config: RunnerConfig
+    lane: Lane
+    logs_dir: pathlib.Path
+    scratch_dir: pathlib.Path  # the runner's temp files; cleanup removes it and checks it is gone
+    tracker: ProcessTracker = dataclasses.field(default_factory=ProcessTracker)
+    evidence: epb.BuildEvidence | None = None
+    device: rpb.DeviceClass = dataclasses.field(default_factory=rpb.DeviceClass)
+    memory_before_mib: float | None = None  # GPU lanes: device memory used at preflight
+    model_bytes: int = 0  # weight bytes (llama-bench model_size), for the roofline
+    model_info: object | None = None  # model_file.ModelInfo, set by preflight
+    non_recordable: list[str] = dataclasses.field(default_factory=list)
+
+    def bin(self, name: str, lane_dir: pathlib.Path | None = None) -> pathlib.Path:
+        return (lane_dir or self.config.lane_dir) / "bin" / name
+
+    @property
+    def ngl(self) -> list[str]:
+        """Full offload on accelerator lanes; nothing to offload on the CPU lane."""
+        return ["-ngl", "99"] if self.lane.is_accelerator else []
+
+    @property
+    def backend0(self) -> str:
+        """ggml's name for the first device of the lane's backend (test-backend-ops -b)."""
+        return {"cpu": "CPU", "cuda": "CUDA0", "rocm": "ROCm0", "vulkan": "Vulkan0", "metal": "MTL0"}[self.lane.backend]

@@ -1,0 +1,68 @@
+"""Test helpers: a fake lane (shell-script binaries), its build evidence, and small GGUF files.
+Enough for every check that fails before a lane binary runs; no real binaries needed."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+from tools.evidence import build_evidence
+from tools.runner import runner
+from tools.runner.config import RunnerConfig
+
+TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
+SPEC = TESTDATA / "spec.json"
+TARGETS = ("llama-completion", "llama-simple", "llama-bench", "llama-server", "llama-logits", "test-backend-ops")
+PIN = {"source_uri": "test:", "archive_sha256": "0" * 64, "commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f",
+       "patch_stack_digest": "test", "patches": []}
+
+
+def make_lane(root: pathlib.Path, missing: tuple[str, ...] = ()) -> pathlib.Path:
+    (root / "bin").mkdir(parents=True)
+    (root / "lib").mkdir()
+    for t in TARGETS:
+        if t not in missing:
+            p = root / "bin" / t
+            p.write_text("#!/bin/sh\necho fake\n")
+            p.chmod(0o755)
+    (root / "lib" / "libggml.so.0").write_bytes(b"\x7fELF fake")
+    return root
+
+
+def make_evidence(lane_dir: pathlib.Path, out: pathlib.Path, lane_id: str = "linux-x86_64-cpu",
+                  patch_stack_digest: str = "test") -> pathlib.Path:
+    now = time.time()
+    ev = build_evidence.make_evidence(
+        lane_id=lane_id, lane_dir=lane_dir, pin=dict(PIN, patch_stack_digest=patch_stack_digest),
+        sdk={"name": "host-cc"}, stage_metas=[{"name": "llama", "cache_entries": {}, "started": now, "finished": now}],
+        targets=list(TARGETS), bazel_version="test")
+    build_evidence.write_evidence(ev, out, out.with_suffix(".json"))
+    return out
+
+
+def make_gguf(path: pathlib.Path) -> pathlib.Path:
+    """A valid GGUF with one small tensor (not a runnable model: preflight only parses it)."""
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("fake")
+    w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def config(tmp: pathlib.Path, lane_dir: pathlib.Path, evidence: pathlib.Path | None, model: pathlib.Path | None,
+           **kw) -> RunnerConfig:
+    kw.setdefault("lane", "cpu")
+    kw.setdefault("report", tmp / "out" / "runner_report.pb")
+    return RunnerConfig(lane_dir=lane_dir, evidence=evidence, spec=kw.pop("spec", SPEC), model=model,
+                        out_dir=tmp / "out", **kw)
+
+
+def run(cfg: RunnerConfig):
+    report = runner.run(cfg)
+    return report, runner.exit_code(report)

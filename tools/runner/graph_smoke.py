@@ -1,0 +1,85 @@
+"""Graph-dispatch smoke: run the model with full offload for every KV cache type and require the
+backend's own log lines (the lane spec's log_evidence) as proof that it ran the graph.
+
+Measured at 0c1e570: a quantized V cache needs flash attention (with -fa off, context creation
+fails: "failed to create llama_context"), so quantized V types run with -fa on; F16/F32/BF16 with
+-fa auto. The model loader's buffer lines are INFO at verbosity 4, hence -lv 4.
+"""
+
+from __future__ import annotations
+
+import re
+
+from proto import runner_report_pb2 as rpb
+from tools.runner.context import RunContext
+from tools.runner.steps import Step
+
+CR = rpb.CheckResult
+
+UNQUANTIZED_KV = ("f32", "f16", "bf16")
+_EVAL = re.compile(r"common_perf_print:\s+eval time =\s*([0-9.]+) ms /\s*(\d+) runs")
+_PROMPT_EVAL = re.compile(r"common_perf_print: prompt eval time =\s*([0-9.]+) ms /\s*(\d+) tokens")
+_KV_TYPES = re.compile(r"llama_kv_cache: size = .*K \((\w+)\):.*V \((\w+)\):")
+
+
+def missing_log_evidence(patterns: tuple[str, ...] | list[str], log_text: str) -> list[str]:
+    """The patterns (Python regexes, searched line by line) that no log line matches."""
+    return [p for p in patterns if not re.search(p, log_text, flags=re.MULTILINE)]
+
+
+def parse_eval(log_text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    m = _PROMPT_EVAL.search(log_text)
+    if m:
+        out["prompt_tokens"], out["prompt_ms"] = int(m.group(2)), float(m.group(1))
+    m = _EVAL.search(log_text)
+    if m:
+        out["eval_runs"], out["eval_ms"] = int(m.group(2)), float(m.group(1))
+    return out
+
+
+def parse_kv_types(log_text: str) -> tuple[str, str] | None:
+    m = _KV_TYPES.search(log_text)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def flash_attn_for(kv_type: str) -> str:
+    return "auto" if kv_type in UNQUANTIZED_KV else "on"
+
+
+def smoke_command(ctx: RunContext, kv_type: str) -> list[str]:
+    cfg = ctx.config
+    return [str(ctx.bin("llama-completion")), "-m", str(cfg.model), "-p", "Once upon a time",
+            "-n", str(cfg.n_predict), "--temp", "0", "-s", str(cfg.seed), "--ignore-eos", "-no-cnv",
+            "-t", str(cfg.threads), "-ctk", kv_type, "-ctv", kv_type, "-fa", flash_attn_for(kv_type),
+            "-lv", "4", *ctx.ngl]
+
+
+def run_graph_smoke(ctx: RunContext, step: Step) -> tuple[int, str]:
+    problems, figures = [], []
+    if not ctx.lane.log_evidence:
+        problems.append(f"the lane spec gives no log_evidence for {ctx.lane.lane_id}")
+    for kv in ctx.config.kv_types:
+        step.log(f"## kv cache type {kv}")
+        res = step.run(smoke_command(ctx, kv), ctx.config.timeout_s)
+        ev = parse_eval(res.output)
+        decoded = int(ev.get("eval_runs", 0))
+        step.result.counts[f"tokens_decoded_{kv}"] = decoded
+        if "eval_ms" in ev and ev["eval_ms"] > 0:
+            step.result.metrics[f"tg_tokens_per_s_{kv}"] = 1000.0 * decoded / ev["eval_ms"]
+        if res.exit_code != 0:
+            problems.append(f"{kv}: llama-completion exited {res.exit_code}")
+            continue
+        missing = missing_log_evidence(ctx.lane.log_evidence, res.output)
+        if missing:
+            problems.append(f"{kv}: backend log lacks {missing}")
+        if decoded <= 0:
+            problems.append(f"{kv}: no tokens generated")
+        kv_seen = parse_kv_types(res.output)
+        if kv_seen != (kv, kv):
+            problems.append(f"{kv}: KV cache reported as {kv_seen}, not K ({kv}) V ({kv})")
+        figures.append(f"{kv}:{decoded}")
+    step.result.counts["kv_types"] = len(ctx.config.kv_types)
+    if problems:
+        return CR.FAIL, "; ".join(problems)
+    return CR.PASS, f"log evidence found; tokens decoded per KV type {', '.join(figures)}"

@@ -1,0 +1,268 @@
+"""Preflight: fail closed, per backend. The host must have the hardware, driver and runtime the lane
+needs; the artifact, evidence and model must be present. Nothing else runs when this fails.
+
+UNAVAILABLE = this host cannot run the lane (no GPU, no driver, wrong OS/arch);
+FAIL = the lane or its inputs are broken (missing binary, corrupt model, unreadable evidence).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+
+from proto import runner_report_pb2 as rpb
+from tools.evidence import build_evidence
+from tools.runner import model_file
+from tools.runner.context import RunContext
+from tools.runner.steps import Step
+
+CR = rpb.CheckResult
+
+# The x86-64-v3 baseline every x86_64 lane is built for (GGML_NATIVE=OFF; lanes.bzl _X86_64_V3).
+X86_64_V3_FLAGS = ("avx2", "fma", "f16c", "bmi2")
+_ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
+_SOFTWARE_ICDS = ("llvmpipe", "lavapipe", "swiftshader")
+
+
+class Unavailable(Exception):
+    """This host cannot run the lane."""
+
+
+class Failed(Exception):
+    """The lane's inputs are broken."""
+
+
+def _norm_arch(arch: str) -> str:
+    arch = arch.lower()
+    return _ARCH_ALIASES.get(arch, arch)
+
+
+def read_cpuinfo(text: str) -> dict[str, str]:
+    """First processor block of /proc/cpuinfo as a dict."""
+    info: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if info:
+                break
+            continue
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+    return info
+
+
+def _tool_output(step: Step, argv: list[str], timeout_s: float = 60) -> str:
+    """Output of a host tool (nvidia-smi, vulkaninfo...); Unavailable if absent or failing."""
+    if shutil.which(argv[0]) is None:
+        raise Unavailable(f"{argv[0]} not found on PATH: this host has no {argv[0].split('-')[0]} driver/runtime tools")
+    res = step.run(argv, timeout_s)
+    if res.exit_code != 0:
+        raise Unavailable(f"`{' '.join(argv)}` exited {res.exit_code}: {res.output.strip()[-300:]}")
+    return res.output
+
+
+def check_cpu(ctx: RunContext, step: Step, cpuinfo_text: str | None = None) -> rpb.DeviceClass:
+    lane = ctx.lane
+    host_os, host_arch = platform.system().lower(), _norm_arch(platform.machine())
+    if host_os != lane.os:
+        raise Unavailable(f"lane {lane.lane_id} needs os {lane.os}; this host is {host_os}")
+    if host_arch != _norm_arch(lane.arch):
+        raise Unavailable(f"lane {lane.lane_id} needs arch {lane.arch}; this host is {host_arch}")
+    dc = rpb.DeviceClass(backend="cpu", os=lane.os, arch=lane.arch)
+    if cpuinfo_text is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo_text = f.read()
+        except OSError:
+            cpuinfo_text = ""
+    info = read_cpuinfo(cpuinfo_text)
+    dc.vendor = info.get("vendor_id", info.get("CPU implementer", ""))
+    dc.device_name = info.get("model name", platform.processor())
+    if host_arch == "x86_64":
+        flags = set(info.get("flags", "").split())
+        missing = [f for f in X86_64_V3_FLAGS if f not in flags]
+        if missing:
+            raise Unavailable(f"CPU lacks {', '.join(missing)} needed by the x86-64-v3 baseline of {lane.lane_id}")
+        dc.compute_capability = "x86-64-v3"
+        dc.isa_features.extend(X86_64_V3_FLAGS)
+    else:
+        dc.compute_capability = host_arch
+        feats = set(info.get("Features", "").split())
+        dc.isa_features.extend(sorted(f for f in ("asimd", "fphp", "asimdhp", "dotprod", "sve") if f in feats))
+    step.log(f"cpu: vendor={dc.vendor} model={dc.device_name} isa={','.join(dc.isa_features)}")
+    return dc
+
+
+def parse_nvidia_smi_query(text: str) -> list[dict[str, str]]:
+    """Rows of `nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,memory.used
+    --format=csv,noheader`."""
+    rows = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 5 or not parts[0]:
+            continue
+        rows.append(dict(zip(("name", "compute_cap", "driver_version", "memory_total", "memory_used"), parts)))
+    return rows
+
+
+def parse_mib(value: str) -> float:
+    m = re.match(r"\s*([0-9.]+)\s*MiB", value)
+    if not m:
+        raise ValueError(f"not a MiB value: {value!r}")
+    return float(m.group(1))
+
+
+def parse_cuda_version(nvidia_smi_header: str) -> str:
+    m = re.search(r"CUDA Version:\s*([0-9.]+)", nvidia_smi_header)
+    return m.group(1) if m else ""
+
+
+NVIDIA_QUERY = ["nvidia-smi", "--query-gpu=name,compute_cap,driver_version,memory.total,memory.used",
+                "--format=csv,noheader"]
+
+
+def gpu_memory_used_mib(step: Step, index: int) -> float:
+    rows = parse_nvidia_smi_query(_tool_output(step, NVIDIA_QUERY))
+    return parse_mib(rows[index]["memory_used"])
+
+
+def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
+    rows = parse_nvidia_smi_query(_tool_output(step, NVIDIA_QUERY))
+    if not rows:
+        raise Unavailable("nvidia-smi lists no GPU")
+    if ctx.config.gpu_index >= len(rows):
+        raise Unavailable(f"GPU index {ctx.config.gpu_index} requested; nvidia-smi lists {len(rows)}")
+    gpu = rows[ctx.config.gpu_index]
+    lib = ctx.config.lane_dir / "lib" / "libggml-cuda.so.0"
+    if not lib.is_file():
+        raise Failed(f"missing artifact {lib}: not a CUDA lane build")
+    header = _tool_output(step, ["nvidia-smi"])
+    dc = rpb.DeviceClass(
+        backend="cuda", os=ctx.lane.os, arch=ctx.lane.arch, vendor="NVIDIA", device_name=gpu["name"],
+        compute_capability=gpu["compute_cap"], driver_version=gpu["driver_version"],
+        driver_major=gpu["driver_version"].split(".")[0], runtime_version=parse_cuda_version(header),
+    )
+    ctx.memory_before_mib = parse_mib(gpu["memory_used"])
+    step.result.metrics["gpu_count"] = len(rows)
+    step.result.metrics["memory_total_mib"] = parse_mib(gpu["memory_total"])
+    return dc
+
+
+def parse_rocminfo_agents(text: str) -> list[str]:
+    return re.findall(r"^\s*Name:\s*(gfx[0-9a-f]+)\s*$", text, flags=re.MULTILINE)
+
+
+def check_rocm(ctx: RunContext, step: Step) -> rpb.DeviceClass:
+    agents = parse_rocminfo_agents(_tool_output(step, ["rocminfo"]))
+    if not agents:
+        raise Unavailable("rocminfo lists no gfx* GPU agent")
+    if shutil.which("hipcc") is None:
+        raise Unavailable("hipcc not found on PATH: ROCm runtime incomplete")
+    lib = ctx.config.lane_dir / "lib" / "libggml-hip.so.0"
+    if not lib.is_file():
+        raise Failed(f"missing artifact {lib}: not a ROCm lane build")
+    return rpb.DeviceClass(backend="rocm", os=ctx.lane.os, arch=ctx.lane.arch, vendor="AMD",
+                           device_name=agents[0], compute_capability=agents[0])
+
+
+def parse_vulkaninfo_summary(text: str) -> list[dict[str, str]]:
+    """Devices of `vulkaninfo --summary` (GPU0:, GPU1: blocks of `key = value`)."""
+    devices: list[dict[str, str]] = []
+    for line in text.splitlines():
+        if re.match(r"^GPU\d+:\s*$", line.strip()):
+            devices.append({})
+        elif devices and "=" in line:
+            key, _, value = line.partition("=")
+            devices[-1].setdefault(key.strip(), value.strip())
+    return devices
+
+
+def check_vulkan(ctx: RunContext, step: Step) -> rpb.DeviceClass:
+    devices = parse_vulkaninfo_summary(_tool_output(step, ["vulkaninfo", "--summary"]))
+    hardware = []
+    for d in devices:
+        software = d.get("deviceType", "").endswith("CPU") or any(
+            s in (d.get("deviceName", "") + d.get("driverName", "")).lower() for s in _SOFTWARE_ICDS)
+        if not software:
+            hardware.append(d)
+        elif ctx.config.allow_software_icd:
+            hardware.append(d)
+            ctx.non_recordable.append(f"--allow_software_icd: software Vulkan ICD {d.get('deviceName')} (diagnostic only)")
+    if not hardware:
+        raise Unavailable("vulkaninfo shows no hardware Vulkan device (software ICDs never certify; "
+                          "--allow_software_icd runs them as a non-recordable diagnostic)")
+    d = hardware[0]
+    return rpb.DeviceClass(backend="vulkan", os=ctx.lane.os, arch=ctx.lane.arch,
+                           vendor=d.get("vendorID", ""), device_name=d.get("deviceName", ""),
+                           compute_capability=d.get("deviceType", ""), driver_version=d.get("driverInfo", ""),
+                           runtime_version=d.get("apiVersion", ""))
+
+
+def check_metal(ctx: RunContext, step: Step) -> rpb.DeviceClass:
+    if platform.system() != "Darwin":
+        raise Unavailable(f"lane {ctx.lane.lane_id} needs macOS with a Metal device; this host is {platform.system()}")
+    out = _tool_output(step, ["system_profiler", "SPDisplaysDataType"])
+    m = re.search(r"Chipset Model:\s*(.+)", out)
+    if "Metal" not in out or not m:
+        raise Unavailable("system_profiler shows no Metal device")
+    return rpb.DeviceClass(backend="metal", os=ctx.lane.os, arch=ctx.lane.arch, vendor="Apple",
+                           device_name=m.group(1).strip(), compute_capability=(re.search(r"Metal( Support)?:\s*(.+)", out) or [None, None, ""])[2])
+
+
+BACKEND_CHECKS = {"cuda": check_cuda, "rocm": check_rocm, "vulkan": check_vulkan, "metal": check_metal}
+
+
+def check_binaries(lane_dir, targets) -> list[str]:
+    problems = []
+    for t in targets:
+        p = lane_dir / "bin" / t
+        if not p.is_file():
+            problems.append(f"missing artifact bin/{t} in {lane_dir}")
+        elif not os.access(p, os.X_OK):
+            problems.append(f"artifact bin/{t} in {lane_dir} is not executable")
+    return problems
+
+
+def run_preflight(ctx: RunContext, step: Step) -> tuple[int, str]:
+    cfg, lane = ctx.config, ctx.lane
+    try:
+        # The host first (UNAVAILABLE = cannot run here at all): the CPU baseline every x86_64 lane
+        # is built for, then the backend's device, driver and runtime.
+        dc = check_cpu(ctx, step)
+        if lane.is_accelerator:
+            isa = list(dc.isa_features)
+            dc = BACKEND_CHECKS[lane.backend](ctx, step)
+            dc.isa_features.extend(isa)
+        ctx.device.CopyFrom(dc)
+        step.log(f"device class: {dc}".replace("\n", " "))
+        # Then the inputs (FAIL = the lane or its inputs are broken).
+        problems = check_binaries(cfg.lane_dir, lane.targets)
+        if lane.is_accelerator:
+            if cfg.cpu_lane_dir is None:
+                problems.append("accelerator lanes need --cpu_lane_dir (the CPU lane, for model-level parity and speed-up)")
+            else:
+                problems += check_binaries(cfg.cpu_lane_dir, ("llama-logits", "llama-bench"))
+        if problems:
+            raise Failed("; ".join(problems))
+        if cfg.evidence is None:
+            raise Failed("no --evidence given: the run must be bound to the lane's build evidence")
+        try:
+            ctx.evidence = build_evidence.read_evidence(cfg.evidence)
+        except build_evidence.EvidenceError as err:
+            raise Failed(str(err)) from err
+        if ctx.evidence.lane_id != lane.lane_id:
+            raise Failed(f"evidence {cfg.evidence} is for lane {ctx.evidence.lane_id}, not {lane.lane_id}")
+        try:
+            ctx.model_info = model_file.inspect_model(cfg.model)
+        except model_file.ModelError as err:
+            raise Failed(str(err)) from err
+        info = ctx.model_info
+        step.log(f"model: {info.path} name={info.name} arch={info.architecture} tensors={info.n_tensors} "
+                 f"size={info.size} sha256={info.sha256}")
+    except Unavailable as err:
+        return CR.UNAVAILABLE, str(err)
+    except Failed as err:
+        return CR.FAIL, str(err)
+    return CR.PASS, f"{ctx.device.backend} {ctx.device.device_name} ({ctx.device.compute_capability})"

@@ -1,0 +1,119 @@
+"""The RunnerReport: host facts, assembly of the verdict, writing (.pb + .json twin), summary table."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import platform
+import socket
+
+from google.protobuf import json_format
+
+from proto import runner_report_pb2 as rpb
+from tools.evidence.build_evidence import sha256_file
+
+CR = rpb.CheckResult
+SCHEMA_VERSION = 1
+
+
+class ReportWriteError(Exception):
+    """The report path cannot be written."""
+
+
+def host_info() -> rpb.HostInfo:
+    uname = platform.uname()
+    h = rpb.HostInfo(hostname=socket.gethostname(), os=uname.system.lower(), arch=uname.machine,
+                     kernel=uname.release, cpu_count=os.cpu_count() or 0)
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                h.cpu_model = line.partition(":")[2].strip()
+                break
+        for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                h.memory_bytes = int(line.split()[1]) * 1024
+                break
+    except OSError:
+        pass  # not Linux: informational fields stay empty
+    return h
+
+
+def log_digest(path: pathlib.Path, report_dir: pathlib.Path) -> rpb.LogDigest:
+    return rpb.LogDigest(path=os.path.relpath(path, report_dir), sha256=sha256_file(path), size=path.stat().st_size)
+
+
+def verdict(report: rpb.RunnerReport, non_recordable: list[str]) -> None:
+    """Sets status and pass_recordable from the checks: fail closed."""
+    required = [c for c in report.checks if c.required]
+    if any(c.status == CR.UNAVAILABLE for c in required):
+        report.status = rpb.RunnerReport.UNAVAILABLE
+    elif required and all(c.status == CR.PASS for c in required):
+        report.status = rpb.RunnerReport.PASS
+    else:
+        report.status = rpb.RunnerReport.FAIL
+    report.non_recordable_reasons[:] = list(dict.fromkeys(non_recordable))
+    report.pass_recordable = report.status == rpb.RunnerReport.PASS and not report.non_recordable_reasons
+
+
+def check_writable(report_path: pathlib.Path) -> None:
+    """Fails fast, before hours of checks, when the report cannot be written."""
+    try:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        probe = report_path.with_name(report_path.name + ".probe")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ReportWriteError(f"cannot write the report at {report_path}: {err.strerror or err}; "
+                               "pass a writable --report path") from err
+
+
+def json_path(report_path: pathlib.Path) -> pathlib.Path:
+    return report_path.with_suffix(".json") if report_path.suffix == ".pb" else report_path.with_name(report_path.name + ".json")
+
+
+def write_report(report: rpb.RunnerReport, report_path: pathlib.Path) -> pathlib.Path:
+    """Writes <report>.pb and its .json twin atomically; returns the JSON path."""
+    twin = json_path(report_path)
+    try:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        for path, data in ((report_path, report.SerializeToString(deterministic=True)),
+                           (twin, (json_format.MessageToJson(report, sort_keys=True) + "\n").encode())):
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+    except OSError as err:
+        raise ReportWriteError(f"cannot write the report at {report_path}: {err.strerror or err}") from err
+    return twin
+
+
+def _figures(c: rpb.CheckResult) -> str:
+    keys = {
+        "fixture_parity": ("ops_tested", "ops_passed", "ops_failed", "ops_not_supported"),
+        "reference_parity": ("max_abs_delta_logit", "mean_kl", "top1_agreement"),
+        "concurrency": ("concurrent_sequences", "tokens", "wall_seconds_concurrent"),
+        "cancellation": ("recovery_seconds", "sigint_exit_seconds"),
+        "cleanup": ("processes_started", "processes_left", "memory_before_mib", "memory_after_mib"),
+        "speed": ("pp_tokens_per_s", "tg_tokens_per_s", "speedup_tg", "tg_roofline_fraction"),
+    }.get(c.name, ())
+    parts = []
+    for k in keys:
+        if k in c.counts:
+            parts.append(f"{k}={c.counts[k]}")
+        elif k in c.metrics:
+            parts.append(f"{k}={c.metrics[k]:.4g}")
+    if c.name == "graph_smoke":
+        parts = [f"{k}={v}" for k, v in sorted(c.counts.items()) if k.startswith("tokens_decoded_")]
+    return " ".join(parts)
+
+
+def summary_table(report: rpb.RunnerReport) -> str:
+    rows = [("check", "status", "seconds", "figures")]
+    for c in report.checks:
+        rows.append((c.name, CR.Status.Name(c.status), f"{c.seconds:.1f}", _figures(c) or c.message[:80]))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
+    lines.append(f"lane {report.lane_id}: {rpb.RunnerReport.Status.Name(report.status)}, "
+                 f"pass_recordable={str(report.pass_recordable).lower()}")
+    lines += [f"  non-recordable: {r}" for r in report.non_recordable_reasons]
+    lines += [f"  {c.name}: {c.message}" for c in report.checks if c.required and c.status != CR.PASS]
+    return "\n".join(lines)

@@ -1,0 +1,126 @@
+"""One step = one log (<out_dir>/logs/<step>.log) + one exit status (<step>.exit), like ggml-ci.
+
+Also runs the lane's binaries: every child is tracked (so the cleanup check can prove none is left),
+bounded by a timeout, and its output appended to the step's log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+
+from proto import runner_report_pb2 as rpb
+
+CR = rpb.CheckResult
+
+# llama.cpp reads LLAMA_ARG_* from the environment as if they were flags; a certification run must
+# not inherit them.
+_STRIPPED_ENV_PREFIXES = ("LLAMA_ARG_",)
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED_ENV_PREFIXES)}
+    env.update(extra or {})
+    return env
+
+
+class ProcessTracker:
+    """Every process the runner starts, so cleanup can check /proc that none outlived its step."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def popen(self, argv: Sequence[str], **kwargs) -> subprocess.Popen:
+        kwargs.setdefault("env", child_env())
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        # Own process group: a timeout kills the binary and anything it started.
+        kwargs.setdefault("start_new_session", True)
+        proc = subprocess.Popen([str(a) for a in argv], **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            self.stop(proc)
+
+    @staticmethod
+    def stop(proc: subprocess.Popen, grace_s: float = 5.0) -> int:
+        """SIGTERM then SIGKILL the process group; returns the exit status."""
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=grace_s)
+        return proc.returncode
+
+
+@dataclasses.dataclass
+class CommandResult:
+    argv: list[str]
+    exit_code: int
+    output: str
+    seconds: float
+    timed_out: bool = False
+
+
+class Step:
+    """The log and result of one check."""
+
+    def __init__(self, name: str, logs_dir: pathlib.Path, tracker: ProcessTracker, required: bool = True):
+        self.name = name
+        self.log_path = logs_dir / f"{name}.log"
+        self.exit_path = logs_dir / f"{name}.exit"
+        self.tracker = tracker
+        self.result = CR(name=name, required=required)
+        self._log = open(self.log_path, "w", encoding="utf-8", errors="replace")
+        self.extra_logs: list[pathlib.Path] = []
+
+    def log(self, text: str) -> None:
+        self._log.write(text if text.endswith("\n") else text + "\n")
+        self._log.flush()
+
+    def run(self, argv: Sequence[str], timeout_s: float, cwd: pathlib.Path | None = None) -> CommandResult:
+        """Runs argv to completion (stdout+stderr captured into this step's log)."""
+        argv = [str(a) for a in argv]
+        self.log(f"$ {shlex.join(argv)}")
+        start = time.monotonic()
+        proc = self.tracker.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd)
+        timed_out = False
+        try:
+            out, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            self.tracker.stop(proc)
+            out, _ = proc.communicate()
+        seconds = time.monotonic() - start
+        text = out.decode("utf-8", errors="replace")
+        self._log.write(text)
+        code = proc.returncode if not timed_out else 124
+        self.log(f"# exit {code} after {seconds:.2f}s" + (f" (timed out at {timeout_s:.0f}s)" if timed_out else ""))
+        return CommandResult(argv, code, text, seconds, timed_out)
+
+    def finish(self, status: int, message: str) -> CR:
+        self.result.status = status
+        self.result.message = message
+        self.log(f"# {CR.Status.Name(status)}: {message}")
+        self._log.close()
+        self.exit_path.write_text(f"{0 if status == CR.PASS else 1} {CR.Status.Name(status)}\n")
+        return self.result
