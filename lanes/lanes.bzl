@@ -98,7 +98,8 @@ LANES = {
         sdk = "host-cc",
         ggml_libs = ["ggml-base", "ggml", "ggml-cpu"],
         ggml_cache_entries = _X86_64_V3,
-        log_evidence = ["load_tensors:.*CPU_Mapped model buffer size", "CPU"],
+        # Printed at -lv 4; "_Mapped" disappears with --no-mmap.
+        log_evidence = ["load_tensors: +CPU(_Mapped)? model buffer size", "llama_kv_cache: +CPU KV buffer size"],
         notes = "deterministic default: GGML_NATIVE=OFF, x86-64-v3 ISA baseline",
     ),
     "linux-x86_64-cuda": _lane(
@@ -116,7 +117,12 @@ LANES = {
             # The pinned toolkit carries no libcuda stub; VMM off is what gets certified.
             "GGML_CUDA_NO_VMM": "ON",
         }),
-        log_evidence = ["ggml_cuda_init: found [1-9]", "offloaded ([0-9]+)/\\1 layers to GPU"],
+        log_evidence = [
+            "ggml_cuda_init: found [1-9][0-9]* CUDA devices",
+            "offloaded ([0-9]+)/\\1 layers to GPU",
+            "load_tensors: +CUDA0 model buffer size",
+            "llama_kv_cache: +CUDA0 KV buffer size",
+        ],
         notes = "CUDA 13.0, arch 90a, VMM off",
     ),
     "linux-aarch64-cuda": _lane(

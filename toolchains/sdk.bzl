@@ -13,10 +13,20 @@ def sdk_for_lane(lane, sdks, host):
     if (lane["os"], lane_arch) != (host_os, host_arch):
         return {"name": lane["sdk"], "status": "UNAVAILABLE", "reason": "needs a {}-{} host; this host is {}-{}".format(lane["os"], lane["arch"], host_os, host_arch)}
     if lane["sdk"] == "cuda":
-        sdk = dict(sdks["cuda-local"])
+        sdk = dict(sdks["cuda"])
         if sdk["status"] == "AVAILABLE":
-            sdk["env"] = {"PATH": sdk["path"] + "/bin", "CUDAToolkit_ROOT": sdk["path"]}
-            sdk["cache_entries"] = {"CMAKE_CUDA_COMPILER": sdk["path"] + "/bin/nvcc"}
+            # Both modes go through @cuda_toolkit (wheels assembled, or a link to the local toolkit),
+            # which only the CUDA lane references: nothing is fetched unless that lane is built.
+            root = "$EXT_BUILD_ROOT/external/cuda_toolkit/toolkit"
+            sdk["env"] = {"PATH": root + "/bin", "CUDAToolkit_ROOT": root, "CUDA_PATH": root}
+            sdk["cache_entries"] = {
+                "CMAKE_CUDA_COMPILER": root + "/bin/nvcc",
+                # libggml-cuda's cudart/cuBLAS are found at link time here, at run time via RUNPATH
+                # or the host's CUDA install (the runner records which were loaded).
+                "CMAKE_EXE_LINKER_FLAGS": "-Wl,-rpath-link," + root + "/lib",
+                "CMAKE_SHARED_LINKER_FLAGS": "-Wl,-rpath-link," + root + "/lib",
+            }
+            sdk["build_data"] = ["@cuda_toolkit//:toolkit"]
         return sdk
     if lane["sdk"] == "host-cc":
         return dict(sdks["host-cc"])

@@ -57,8 +57,45 @@ def _cuda_local(rctx):
             cublas = [d for d in ["lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"] if rctx.path("{}/{}/libcublas.so".format(root, d)).exists]
             if not cublas:
                 return _unavailable("cuda-local", "nvcc {} at {} but no cuBLAS (libcublas.so) in that toolkit; install cuBLAS for it".format(version, root), version, root)
-            return _available("cuda-local", version, root, nvcc = nvcc)
+            cudart = _first_line(_run(rctx, ["sh", "-c", "ls {}/lib*/libcudart.so.*.* {}/targets/*/lib/libcudart.so.*.* 2>/dev/null | head -1".format(root, root)]))
+            cublas = _first_line(_run(rctx, ["sh", "-c", "ls {}/lib*/libcublas.so.*.* {}/targets/*/lib/libcublas.so.*.* 2>/dev/null | head -1".format(root, root)]))
+            return _available("cuda-local", version, root, nvcc = nvcc, cudart = cudart.rsplit("/", 1)[-1], cublas = cublas.rsplit("/", 1)[-1])
     return _unavailable("cuda-local", "no nvcc in $CUDA_PATH/bin, /usr/local/cuda/bin or on PATH")
+
+def _lock_entries(text):
+    entries = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            spec, digest = line.split(" --hash=sha256:")
+            name, version = spec.split("==")
+            entries.append({"name": name, "version": version, "sha256": digest})
+    return entries
+
+def _cuda(rctx):
+    """The CUDA SDK in the mode LANES_CUDA_MODE selects (hermetic by default)."""
+    lock = _lock_entries(rctx.read(rctx.attr.cuda_lock))
+    pinned = {e["name"]: e["version"] for e in lock}
+    nvcc_pin = pinned["nvidia-cuda-nvcc"]
+    mode = rctx.os.environ.get("LANES_CUDA_MODE", "hermetic")
+    if mode == "hermetic":
+        sdk = _available("cuda", nvcc_pin, "@cuda_toolkit//:toolkit", mode = "hermetic")
+        sdk["wheels"] = ",".join(["{}=={}".format(e["name"], e["version"]) for e in lock])
+        sdk["archives"] = lock
+        return sdk
+    if mode != "local":
+        return _unavailable("cuda", "LANES_CUDA_MODE must be hermetic or local, not " + mode)
+    local = _cuda_local(rctx)
+    local["name"], local["mode"] = "cuda", "local"
+    if local["status"] != "AVAILABLE":
+        return local
+    want, got = nvcc_pin.split(".")[:2], local["version"].split(".")[:2]
+    if want != got:
+        why = "local nvcc {} at {} is CUDA {}, the lane pins CUDA {} (nvcc {})".format(local["version"], local["path"], ".".join(got), ".".join(want), nvcc_pin)
+        if rctx.os.environ.get("LANES_CUDA_ALLOW_VERSION_MISMATCH") != "1":
+            return _unavailable("cuda", why + "; set LANES_CUDA_ALLOW_VERSION_MISMATCH=1 to build anyway (recorded in the evidence)", local["version"], local["path"])
+        local["override"] = "LANES_CUDA_ALLOW_VERSION_MISMATCH=1: " + why
+    return local
 
 def _vulkan(rctx):
     header = None
@@ -115,7 +152,7 @@ def _metal(rctx):
 def _impl(rctx):
     sdks = {
         "host-cc": _host_cc(rctx),
-        "cuda-local": _cuda_local(rctx),
+        "cuda": _cuda(rctx),
         "vulkan": _vulkan(rctx),
         "rocm": _rocm(rctx),
         "metal": _metal(rctx),
@@ -130,6 +167,7 @@ def _impl(rctx):
 
 lane_sdks = repository_rule(
     implementation = _impl,
-    environ = ["CUDA_PATH", "PATH", "ROCM_PATH", "VULKAN_SDK"],
+    attrs = {"cuda_lock": attr.label(default = "//toolchains/cuda:cuda_wheels_lock.txt", allow_single_file = True)},
+    environ = ["CUDA_PATH", "PATH", "ROCM_PATH", "VULKAN_SDK", "LANES_CUDA_MODE", "LANES_CUDA_ALLOW_VERSION_MISMATCH"],
     local = True,
 )

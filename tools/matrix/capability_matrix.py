@@ -93,7 +93,7 @@ def render_text(rows: list[LaneRow]) -> str:
         (r.lane_id, r.alias or "-", r.build_status,
          r.certification + (f" ({', '.join(r.certified_device_classes)})" if r.certified_device_classes else ""),
          "yes" if r.routable_under_policy else "no",
-         r.build_detail if r.build_status != BUILT or not r.certification_detail else r.certification_detail)
+         r.build_detail + (f"; {r.certification_detail}" if r.certification != DARK else ""))
         for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]

@@ -7,31 +7,30 @@ import sys
 from absl import app, flags
 
 from tools.evidence import build_evidence
-from tools.matrix import capability_matrix
+from tools.matrix import matrix_view
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("json", False, "Print JSON instead of a table.")
-flags.DEFINE_string("html", "", "Also write a static HTML page here.")
+flags.DEFINE_string("html", "", "Also write a static HTML page here (workspace-relative).")
 flags.DEFINE_string("spec", "lanes/spec.json", "Lane spec JSON (runfiles path).")
 flags.DEFINE_string("availability", "lanes/availability.json", "Lane availability JSON (runfiles path).")
 flags.DEFINE_string("workspace", os.environ.get("BUILD_WORKSPACE_DIRECTORY", "."), "Workspace whose bazel-bin and evidence/ are read.")
+flags.DEFINE_string("policy", "evidence/policy.json", "Admission policy (workspace-relative).")
+flags.DEFINE_string("records", "evidence/records", "Signed certification records (workspace-relative).")
 
 
 def main(argv: list[str]) -> None:
     del argv
     workspace = pathlib.Path(FLAGS.workspace)
-    spec = build_evidence.load_json(FLAGS.spec)
-    availability = build_evidence.load_json(FLAGS.availability)
-    rows = capability_matrix.matrix(spec, availability, workspace / "bazel-bin")
+    html_out = None
     if FLAGS.html:
-        out = pathlib.Path(FLAGS.html)
-        out = out if out.is_absolute() else workspace / out
-        out.write_text(capability_matrix.render_html(rows, availability["host"]))
-        print(f"wrote {out}", file=sys.stderr)
-    if FLAGS.json:
-        print(capability_matrix.render_json(rows, availability["host"]))
-    else:
-        print(capability_matrix.render_text(rows))
+        html_out = pathlib.Path(FLAGS.html)
+        html_out = html_out if html_out.is_absolute() else workspace / html_out
+    print(matrix_view.render(workspace, build_evidence.load_json(FLAGS.spec), build_evidence.load_json(FLAGS.availability),
+                             policy=workspace / FLAGS.policy, records=workspace / FLAGS.records,
+                             as_json=FLAGS.json, html_out=html_out))
+    if html_out:
+        print(f"wrote {html_out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

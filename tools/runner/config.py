@@ -45,6 +45,9 @@ class RunnerConfig:
     parity_max_abs_delta: float = 0.05
     parity_max_mean_kl: float = 1e-4
     parity_min_top1: float = 1.0  # on positions whose reference top-1 margin is decisive
+    # CPU lane vs the float64 NumPy reference, flash attention off (measured 1.2e-5 / 9e-13 on F32).
+    reference_max_abs_delta: float = 1e-3
+    reference_max_mean_kl: float = 1e-8
     parity_prompt: str = "The quick brown fox jumps over the lazy dog. Once upon a time"
     n_predict: int = 16
     seed: int = 42

@@ -1,0 +1,105 @@
+"""Integration: the Bazel-built CPU lane is certified on this machine, end to end.
+
+Runs every runner check with the embedded model, signs the report with a throwaway key under a
+throwaway policy, verifies the record, and checks what the matrix and admission make of it. Also
+shows the gate failing closed on a tampered artifact and on a skip switch.
+"""
+
+import datetime as dt
+import os
+import pathlib
+import shutil
+import sys
+
+import pytest
+
+from proto import admission_pb2, runner_report_pb2
+from tools.admission import admission, policy as policy_lib, policy_tool
+from tools.certify import certify_cli, keys
+from tools.matrix import certification_status
+from tools.runner import runner
+from tools.runner.config import CHECKS, RunnerConfig
+
+ROOT = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), "lanes")
+LANE_DIR = ROOT / "lanes" / "cpu"
+EVIDENCE = ROOT / "lanes" / "cpu.evidence.pb"
+MODEL = ROOT / "tools" / "model" / "tiny_llama_f32.gguf"
+SPEC = ROOT / "lanes" / "spec.json"
+CR = runner_report_pb2.CheckResult
+
+
+def _config(out: pathlib.Path, lane_dir: pathlib.Path = LANE_DIR, **over) -> RunnerConfig:
+    return RunnerConfig(lane="cpu", lane_dir=lane_dir, evidence=EVIDENCE, spec=SPEC, model=MODEL,
+                        out_dir=out, report=out / "runner_report.pb", threads=2, **over)
+
+
+@pytest.fixture(scope="module")
+def certified(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("certify")
+    report = runner.run(_config(tmp / "run"))
+    key = keys.generate("itest", tmp / "keys")
+    policy = tmp / "policy.json"
+    policy_tool.update_policy_file(policy, policy_id="itest", public_key=key.public_raw.read_bytes(), valid_days=30,
+                                   required_checks=list(CHECKS), max_record_age_days=30,
+                                   supported_record_schema_versions=[1],
+                                   speed_floors=[("linux-x86_64-cpu", "speed.tg_tokens_per_s", 1.0)])
+    record = certify_cli.certify_report(tmp / "run" / "runner_report.pb", key.private_key, policy, tmp / "records", 30)
+    return report, record, policy, tmp
+
+
+def test_every_check_passes_with_real_figures(certified):
+    report, *_ = certified
+    bad = [(c.name, c.message) for c in report.checks if c.status != CR.PASS]
+    assert bad == [] and report.pass_recordable and report.status == report.PASS
+    checks = {c.name: c for c in report.checks}
+    assert [c.name for c in report.checks] == list(CHECKS)
+    assert checks["fixture_parity"].counts["ops_tested"] > 0 and checks["fixture_parity"].counts["ops_failed"] == 0
+    assert checks["reference_parity"].metrics["max_abs_delta_logit"] < 1e-3
+    assert min(v for k, v in checks["graph_smoke"].counts.items() if k.startswith("tokens_decoded_")) > 0
+    assert checks["concurrency"].counts["concurrent_sequences"] >= 2
+    assert checks["cancellation"].metrics["recovery_seconds"] > 0
+    assert checks["speed"].metrics["tg_tokens_per_s"] > 0
+    assert all(c.logs for c in report.checks)
+
+
+def test_record_verifies_and_admits_only_its_scope(certified):
+    report, record_path, policy, tmp = certified
+    record = certify_cli.verify(record_path, policy)
+    assert record.scope.lane_id == "linux-x86_64-cpu"
+    assert record.scope.device_class == report.device_class
+    status, classes, routable, _ = certification_status.policy_certifier(policy, record_path.parent)("linux-x86_64-cpu", "")
+    assert (status, routable) == ("certified", True) and len(classes) == 1
+    assert certification_status.policy_certifier(policy, record_path.parent)("linux-x86_64-cuda", "")[0] == "dark"
+    env = admission.load_signed(record_path)
+    node = admission_pb2.NodeDescription(node_id="n1", lane_id=record.scope.lane_id,
+                                         build_evidence_digest=record.build_evidence_digest)
+    node.device_class.CopyFrom(record.scope.device_class)
+    node.artifacts.extend(record.artifacts)
+    pol = policy_lib.load_policy(policy)
+    ok = admission.decide(pol, [env], [], admission.route_from_nodes([node], record.model.sha256))
+    assert ok.routable, ok.reasons
+    node.device_class.backend = "cuda"
+    node.lane_id = "linux-x86_64-cuda"
+    refused = admission.decide(pol, [env], [], admission.route_from_nodes([node], record.model.sha256))
+    assert not refused.routable and refused.reasons
+
+
+def test_tampered_artifact_fails_closed(tmp_path):
+    lane = tmp_path / "cpu"
+    shutil.copytree(LANE_DIR, lane)
+    with open(lane / "lib" / "libllama.so.0", "ab") as f:
+        f.write(b"\0")
+    report = runner.run(_config(tmp_path / "out", lane_dir=lane))
+    assert not report.pass_recordable and runner.exit_code(report) != 0
+    integrity = next(c for c in report.checks if c.name == "artifact_integrity")
+    assert integrity.status == CR.FAIL and "libllama.so.0" in integrity.message
+
+
+def test_skip_switch_is_never_recordable(tmp_path):
+    report = runner.run(_config(tmp_path / "out", skip=("speed",)))
+    assert not report.pass_recordable and runner.exit_code(report) != 0
+    assert any("skip" in r for r in report.non_recordable_reasons)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -1,0 +1,19 @@
+"""Builds and renders the matrix of a workspace: bazel-bin evidence + evidence/ records + policy."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+from tools.matrix import capability_matrix, certification_status
+
+
+def render(workspace: pathlib.Path, spec: dict[str, Any], availability: dict[str, Any], *, policy: pathlib.Path,
+           records: pathlib.Path, as_json: bool = False, html_out: pathlib.Path | None = None) -> str:
+    certifier = certification_status.policy_certifier(policy, records)
+    rows = capability_matrix.matrix(spec, availability, workspace / "bazel-bin", certifier)
+    if html_out is not None:
+        html_out.write_text(capability_matrix.render_html(rows, availability["host"]))
+    if as_json:
+        return capability_matrix.render_json(rows, availability["host"])
+    return capability_matrix.render_text(rows)
