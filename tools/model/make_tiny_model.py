@@ -143,12 +143,19 @@ def _add_hparams(writer: gguf.GGUFWriter, cfg: TinyConfig, n_vocab: int, dtype: 
     writer.add_vocab_size(n_vocab)
 
 
-def make_tiny_model(vocab_gguf: pathlib.Path, out: pathlib.Path, dtype: str = "f32", seed: int = 1234) -> None:
-    """Writes the tiny model to `out` atomically (temp file in the same dir, then rename)."""
+def make_tiny_model(vocab_gguf: pathlib.Path, out: pathlib.Path, dtype: str = "f32", seed: int = 1234,
+                    cfg: TinyConfig | None = None) -> None:
+    """Writes the model to `out` atomically (temp file in the same dir, then rename).
+
+    `cfg` defaults to the embedded tiny model; larger shapes make synthetic models for speed
+    measurements (e.g. a memory-bandwidth-bound one on a GPU host).
+    """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     vocab_gguf, out = pathlib.Path(vocab_gguf), pathlib.Path(out)
-    cfg = TinyConfig()
+    cfg = cfg or TinyConfig()
+    if cfg.n_embd % cfg.n_head or cfg.n_head % cfg.n_head_kv:
+        raise ValueError(f"n_embd {cfg.n_embd} must divide by n_head {cfg.n_head}, and n_head by n_head_kv {cfg.n_head_kv}")
     tok_fields = load_tokenizer_fields(vocab_gguf)
     n_vocab = vocab_size(tok_fields)
 
@@ -185,6 +192,9 @@ def define_flags() -> None:
     flags.DEFINE_string("out", None, "Output GGUF path.")
     flags.DEFINE_enum("dtype", "f32", list(DTYPES), "Storage type of the 2-D weights; norms stay F32.")
     flags.DEFINE_integer("seed", 1234, "Seed of numpy.random.default_rng for the weights.")
+    defaults = TinyConfig()
+    for field in ("n_layer", "n_embd", "n_head", "n_head_kv", "n_ff"):
+        flags.DEFINE_integer(field, getattr(defaults, field), f"{field} (default: the embedded tiny model).")
     flags.mark_flags_as_required(["vocab", "out"])
 
 
@@ -192,8 +202,9 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     try:
-        make_tiny_model(pathlib.Path(FLAGS.vocab), pathlib.Path(FLAGS.out), FLAGS.dtype, FLAGS.seed)
-    except VocabError as e:
+        cfg = dataclasses.replace(TinyConfig(), **{f: getattr(FLAGS, f) for f in ("n_layer", "n_embd", "n_head", "n_head_kv", "n_ff")})
+        make_tiny_model(pathlib.Path(FLAGS.vocab), pathlib.Path(FLAGS.out), FLAGS.dtype, FLAGS.seed, cfg)
+    except (VocabError, ValueError) as e:
         raise SystemExit(f"error: {e}") from e
 
 

@@ -55,7 +55,8 @@ class RunnerConfig:
     bench_pp: int = 0
     bench_tg: int = 0
     bench_reps: int = 0
-    roofline_model: bool = False
+    # A model large enough to be memory-bandwidth bound: tg on it vs the measured bandwidth.
+    roofline_model: pathlib.Path | None = None
     hbm_bandwidth_gbs: float = 0.0
     memory_tolerance_mib: float = 64.0
     sigint_exit_bound_s: float = 10.0
@@ -65,7 +66,7 @@ class RunnerConfig:
     def normalized(self) -> "RunnerConfig":
         """Paths made absolute (binaries run with other working directories)."""
         c = dataclasses.replace(self)
-        for name in ("lane_dir", "evidence", "spec", "model", "out_dir", "report", "cpu_lane_dir"):
+        for name in ("lane_dir", "evidence", "spec", "model", "out_dir", "report", "cpu_lane_dir", "roofline_model"):
             value = getattr(c, name)
             if value is not None:
                 setattr(c, name, pathlib.Path(os.path.abspath(value)))

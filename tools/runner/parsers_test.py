@@ -126,6 +126,14 @@ def test_lane_spec_alias_and_unknown():
         lane_spec.load_lane(TESTDATA / "spec.json", "tpu")
 
 
+
+def test_parse_ldd_marks_missing_libraries():
+    from tools.runner import preflight
+    text = ("\tlibcudart.so.13 => /usr/local/cuda/lib64/libcudart.so.13 (0x7f00)\n"
+            "\tlibcublas.so.13 => not found\n\tlinux-vdso.so.1 (0x7ffd)\n")
+    assert preflight.parse_ldd(text) == {"libcudart.so.13": "/usr/local/cuda/lib64/libcudart.so.13",
+                                         "libcublas.so.13": "not found"}
+
 if __name__ == "__main__":
     import sys, pytest
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

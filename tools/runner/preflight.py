@@ -128,6 +128,26 @@ def gpu_memory_used_mib(step: Step, index: int) -> float:
     return parse_mib(rows[index]["memory_used"])
 
 
+def parse_ldd(text: str) -> dict[str, str]:
+    """{soname: resolved path or "not found"} from `ldd` output."""
+    found = {}
+    for line in text.splitlines():
+        match = re.match(r"\s*(\S+) => (not found|\S+)", line)
+        if match:
+            found[match[1]] = match[2]
+    return found
+
+
+def cuda_runtime_libraries(step: Step, lib: pathlib.Path) -> dict[str, str]:
+    """Which cudart/cuBLAS/driver the loader really resolves for the lane (recorded, not assumed)."""
+    resolved = parse_ldd(_tool_output(step, ["ldd", str(lib)]))
+    wanted = {k: v for k, v in resolved.items() if re.match(r"lib(cudart|cublas|cublasLt|cuda)\.so", k)}
+    missing = sorted(k for k, v in wanted.items() if v == "not found")
+    if missing:
+        raise Failed(f"{lib.name} needs {', '.join(missing)}, which the loader cannot find on this host")
+    return {k: os.path.realpath(v) for k, v in wanted.items()}
+
+
 def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
     rows = parse_nvidia_smi_query(_tool_output(step, NVIDIA_QUERY))
     if not rows:
@@ -139,10 +159,14 @@ def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
     if not lib.is_file():
         raise Failed(f"missing artifact {lib}: not a CUDA lane build")
     header = _tool_output(step, ["nvidia-smi"])
+    loaded = cuda_runtime_libraries(step, lib)
+    step.log("runtime libraries resolved for libggml-cuda.so.0: " + ", ".join(f"{k} -> {v}" for k, v in sorted(loaded.items())))
+    runtime = f"CUDA {parse_cuda_version(header)} (driver API); " + ", ".join(
+        os.path.basename(v) for k, v in sorted(loaded.items()))
     dc = rpb.DeviceClass(
         backend="cuda", os=ctx.lane.os, arch=ctx.lane.arch, vendor="NVIDIA", device_name=gpu["name"],
         compute_capability=gpu["compute_cap"], driver_version=gpu["driver_version"],
-        driver_major=gpu["driver_version"].split(".")[0], runtime_version=parse_cuda_version(header),
+        driver_major=gpu["driver_version"].split(".")[0], runtime_version=runtime,
     )
     ctx.memory_before_mib = parse_mib(gpu["memory_used"])
     step.result.metrics["gpu_count"] = len(rows)

@@ -202,8 +202,8 @@ def define_flags() -> None:
     flags.DEFINE_integer("bench_pp", 0, "llama-bench -p (0: 64 CPU, 512 accelerators).")
     flags.DEFINE_integer("bench_tg", 0, "llama-bench -n (0: 32 CPU, 128 accelerators).")
     flags.DEFINE_integer("bench_reps", 0, "llama-bench -r (0: 2 CPU, 3 accelerators).")
-    flags.DEFINE_bool("roofline_model", False, "Report tg's fraction of the memory-bandwidth roofline.")
-    flags.DEFINE_float("hbm_bandwidth_gbs", 0.0, "Device memory bandwidth, GB/s, for --roofline_model.")
+    flags.DEFINE_string("roofline_model", "", "GGUF large enough to be memory-bandwidth bound; speed reports tg's fraction of --hbm_bandwidth_gbs on it.")
+    flags.DEFINE_float("hbm_bandwidth_gbs", 0.0, "Measured device memory bandwidth, GB/s (bytes read + written per second).")
     flags.DEFINE_float("memory_tolerance_mib", 64.0, "cleanup: allowed GPU memory growth, MiB.")
     flags.DEFINE_integer("gpu_index", 0, "GPU (nvidia-smi index) the run is about.")
     flags.DEFINE_string("build_provenance", "bazel", 'How the artifacts came to be: "bazel" or "rebuild-from-lane-spec on <host>".')
@@ -221,7 +221,7 @@ def config_from_flags() -> RunnerConfig:
         speed_floor_tg=FLAGS.speed_floor_tg, speed_floor_pp=FLAGS.speed_floor_pp, timeout_s=FLAGS.timeout_s,
         parity_max_abs_delta=FLAGS.parity_max_abs_delta, parity_max_mean_kl=FLAGS.parity_max_mean_kl,
         parity_min_top1=FLAGS.parity_min_top1, bench_pp=FLAGS.bench_pp, bench_tg=FLAGS.bench_tg,
-        bench_reps=FLAGS.bench_reps, roofline_model=FLAGS.roofline_model, hbm_bandwidth_gbs=FLAGS.hbm_bandwidth_gbs,
+        bench_reps=FLAGS.bench_reps, roofline_model=pathlib.Path(FLAGS.roofline_model) if FLAGS.roofline_model else None, hbm_bandwidth_gbs=FLAGS.hbm_bandwidth_gbs,
         memory_tolerance_mib=FLAGS.memory_tolerance_mib, gpu_index=FLAGS.gpu_index,
         build_provenance=FLAGS.build_provenance,
     )

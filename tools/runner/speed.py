@@ -48,9 +48,9 @@ def bench_sizes(ctx: RunContext) -> tuple[int, int, int]:
     return cfg.bench_pp or pp, cfg.bench_tg or tg, cfg.bench_reps or reps
 
 
-def bench_command(ctx: RunContext, lane_dir, offload: bool) -> list[str]:
-    pp, tg, reps = bench_sizes(ctx)
-    argv = [str(ctx.bin("llama-bench", lane_dir)), "-m", str(ctx.config.model), "-p", str(pp), "-n", str(tg),
+def bench_command(ctx: RunContext, lane_dir, offload: bool, model=None, sizes=None) -> list[str]:
+    pp, tg, reps = sizes or bench_sizes(ctx)
+    argv = [str(ctx.bin("llama-bench", lane_dir)), "-m", str(model or ctx.config.model), "-p", str(pp), "-n", str(tg),
             "-r", str(reps), "-t", str(ctx.config.threads), "-o", "json"]
     return argv + (["-ngl", "99"] if offload else ["-ngl", "0"])
 
@@ -82,8 +82,16 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
     step.result.counts.update({"n_prompt": pp, "n_gen": tg, "repetitions": reps, "model_bytes": ctx.model_bytes})
     m["floor_tg_tokens_per_s"] = cfg.speed_floor_tg
     m["floor_pp_tokens_per_s"] = cfg.speed_floor_pp
-    if cfg.roofline_model and cfg.hbm_bandwidth_gbs > 0 and "tg_tokens_per_s" in m:
-        m["tg_roofline_fraction"] = m["tg_tokens_per_s"] * ctx.model_bytes / (cfg.hbm_bandwidth_gbs * 1e9)
+    if cfg.roofline_model and cfg.hbm_bandwidth_gbs > 0:
+        # Each generated token reads every weight once: bytes/token ~ model bytes.
+        try:
+            big = _bench(step, bench_command(ctx, cfg.lane_dir, ctx.lane.is_accelerator, cfg.roofline_model, (0, 128, 3)), cfg.timeout_s)
+        except (RuntimeError, ValueError, KeyError) as err:
+            return CR.FAIL, f"roofline model bench: {type(err).__name__}: {err}"
+        m["roofline_model_bytes"] = big.get("model_bytes", 0.0)
+        m["roofline_tg_tokens_per_s"] = big.get("tg_tokens_per_s", 0.0)
+        m["hbm_bandwidth_gbs"] = cfg.hbm_bandwidth_gbs
+        m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * m["roofline_model_bytes"] / (cfg.hbm_bandwidth_gbs * 1e9)
     problems = []
     if m.get("tg_tokens_per_s", 0.0) < cfg.speed_floor_tg or "tg_tokens_per_s" not in m:
         problems.append(f"tg {m.get('tg_tokens_per_s', 0):.1f} tok/s below floor {cfg.speed_floor_tg:g}")

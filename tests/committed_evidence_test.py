@@ -1,0 +1,82 @@
+"""What evidence/ holds is self-consistent, verifies under the committed policy, and admits only
+its exact scope: each record's report, raw logs and build evidence re-hash to the digests that the
+signed record and the report name."""
+
+import datetime as dt
+import hashlib
+import os
+import pathlib
+import sys
+
+import pytest
+
+from proto import admission_pb2, runner_report_pb2
+from tools.admission import admission, policy as policy_lib
+from tools.certify import dsse, records, timestamps
+
+EVIDENCE = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), "lanes", "evidence")
+POLICY = EVIDENCE / "policy.json"
+RECORDS = sorted((EVIDENCE / "records").glob("*.record.dsse.json"))
+
+
+def _sha(path: pathlib.Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _verified(path: pathlib.Path):
+    policy = policy_lib.load_policy(POLICY)
+    store = policy_lib.validate(policy, str(POLICY))
+    record = records.verify_record(dsse.envelope_from_json(path.read_bytes()), store, policy.supported_record_schema_versions)
+    # Judged as of one hour after issue, so the test does not start failing when records age out.
+    when = timestamps.parse_utc(record.issued_at) + dt.timedelta(hours=1)
+    records.check_times(record, store, when, policy.max_record_age_days)
+    return policy, record, when
+
+
+def _node(record, **device_changes) -> admission_pb2.NodeDescription:
+    node = admission_pb2.NodeDescription(node_id="node-1", lane_id=record.scope.lane_id,
+                                         build_evidence_digest=record.build_evidence_digest)
+    node.device_class.CopyFrom(record.scope.device_class)
+    for field, value in device_changes.items():
+        setattr(node.device_class, field, value)
+    node.artifacts.extend(record.artifacts)
+    return node
+
+
+def test_there_is_evidence():
+    assert RECORDS, "evidence/records holds no record"
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name.split(".")[0])
+def test_record_report_logs_and_build_evidence_agree(path):
+    _, record, _ = _verified(path)
+    run = EVIDENCE / "runs" / path.name.replace(".record.dsse.json", "")
+    report_pb = run / "runner_report.pb"
+    assert "sha256:" + _sha(report_pb) == record.report_digest
+    report = runner_report_pb2.RunnerReport.FromString(report_pb.read_bytes())
+    assert report.pass_recordable and all(c.status == c.PASS for c in report.checks)
+    assert "sha256:" + _sha(run / "build_evidence.pb") == record.build_evidence_digest == report.build_evidence_digest
+    logs = list(report.logs) + [l for c in report.checks for l in c.logs]
+    assert logs
+    for log in logs:
+        assert _sha(run / log.path) == log.sha256, log.path
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name.split(".")[0])
+def test_admission_routes_only_the_exact_scope(path):
+    policy, record, when = _verified(path)
+    signed = admission.load_signed(path)
+    def decide(node):
+        return admission.decide(policy, [signed], [], admission.route_from_nodes([node], record.model.sha256), when)
+    assert decide(_node(record)).routable
+    other_device = decide(_node(record, device_name="Some Other Device", compute_capability="0.0"))
+    assert not other_device.routable and any("scope-device-class-mismatch" in r for r in other_device.reasons)
+    if record.scope.device_class.driver_major:
+        other_driver = decide(_node(record, driver_major=str(int(record.scope.device_class.driver_major) + 1)))
+        assert not other_driver.routable and any("scope-device-class-mismatch" in r for r in other_driver.reasons)
+    other_os = decide(_node(record, os="windows"))
+    assert not other_os.routable
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

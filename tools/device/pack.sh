@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Packs what certify_remote_cuda.sh needs into .devcarry/ (git-ignored): the Bazel-built CUDA and
+# CPU lanes with their evidence, the lane spec, generated protobuf modules, the pinned vocab and
+# the embedded model's digest, and wheels for the remote Python (3.12) that it lacks.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+carry=.devcarry
+rm -rf "$carry"; mkdir -p "$carry/py/proto" "$carry/wheels"
+tar -cJf "$carry/cuda_lane.tar.xz" -C bazel-bin/lanes cuda cuda.evidence.pb cuda.evidence.json
+tar -cJf "$carry/cpu_lane.tar.xz" -C bazel-bin/lanes cpu cpu.evidence.pb cpu.evidence.json
+cp bazel-bin/lanes/spec.json "$carry/"
+cp bazel-bin/proto/*_pb2.py "$carry/py/proto/"
+cp bazel-lanes/external/llama_cpp/src/models/ggml-vocab-llama-spm.gguf "$carry/"
+sha256sum bazel-bin/tools/model/tiny_llama_f32.gguf | cut -d' ' -f1 > "$carry/tiny_llama_f32.sha256"
+for req in protobuf==7.36.2 gguf==0.19.0; do
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$carry/wheels" "$req"
+done
+du -sh "$carry"
