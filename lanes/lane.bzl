@@ -119,11 +119,12 @@ def llama_lane(lane_id, heavy = False):
         name = alias + "_llama",
         lib_source = "@llama_cpp//:srcs",
         lib_name = alias + "_llama",
+        # The SDK's entries too: tools link libggml-<backend>, whose SDK libraries the linker must find.
         cache_entries = dict(
             lane["llama_cache_entries"],
-            LANES_LANE_ID = lane_id,
+            **dict(sdk.get("cache_entries", {}), LANES_LANE_ID = lane_id,
             LANES_PATCH_STACK_DIGEST = PIN["patch_stack_digest"],
-            LLAMA_BUILD_COMMIT = PIN["short_commit"],
+            LLAMA_BUILD_COMMIT = PIN["short_commit"])
         ),
         env = sdk.get("env", {}),
         build_data = sdk.get("build_data", []),

@@ -72,7 +72,25 @@ def _merge(*dicts):
         out.update(d)
     return out
 
-def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log_evidence = [], notes = "", device_classes = []):
+# Ops a llama graph runs on an accelerator: what fixture parity checks against the CPU backend.
+LLAMA_GRAPH_OPS = [
+    "GET_ROWS",
+    "RMS_NORM",
+    "MUL",
+    "ADD",
+    "MUL_MAT",
+    "ROPE",
+    "SET_ROWS",
+    "CPY",
+    "CONT",
+    "SCALE",
+    "SOFT_MAX",
+    "FLASH_ATTN_EXT",
+    "SILU",
+    "SWIGLU",
+]
+
+def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log_evidence = [], notes = ""):
     return {
         "alias": alias,
         "os": os,
@@ -86,6 +104,7 @@ def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log
         "targets": TOOLS,
         # Lines the backend itself logs when it really ran the graph (checked by the runner).
         "log_evidence": log_evidence,
+        "fixture_ops": [] if backend == "cpu" else LLAMA_GRAPH_OPS,
         "notes": notes,
     }
 

@@ -27,7 +27,7 @@ from tools.certify.errors import CertifyError
 from tools.evidence import build_evidence
 from tools.matrix import matrix_view
 from tools.runner import report as report_lib
-from tools.runner import runner
+from tools.runner import runner, speed_floors
 from tools.runner.config import CHECKS, RunnerConfig
 
 FLAGS = flags.FLAGS
@@ -87,17 +87,6 @@ def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> None:
     print(f"certify: enrolled key {keyid[:16]}... in {policy_path}; review and commit it to trust this issuer")
 
 
-def speed_floors(policy_path: pathlib.Path, lane_id: str) -> tuple[float, float]:
-    floors = {"tg": 0.0, "pp": 0.0}
-    if policy_path.exists():
-        for f in policy_lib.load_policy(policy_path).speed_floors:
-            if f.lane_id in (lane_id, "*"):
-                for k in floors:
-                    if f.metric == f"speed.{k}_tokens_per_s":
-                        floors[k] = max(floors[k], f.min_value)
-    return floors["tg"], floors["pp"]
-
-
 def publish_run(staging: pathlib.Path, runs: pathlib.Path, report: runner_report_pb2.RunnerReport,
                 evidence: pathlib.Path) -> pathlib.Path:
     """Moves a finished run to evidence/runs/<lane>.<device class>/, with the build evidence it names."""
@@ -121,7 +110,7 @@ def run_job() -> int:
     evidence = pathlib.Path(FLAGS.evidence or f"lanes/{alias}.evidence.pb").resolve()
     cpu_lane = pathlib.Path(FLAGS.cpu_lane_dir or "lanes/cpu").resolve()
     policy_path, runs, records_dir = workspace / FLAGS.policy, workspace / FLAGS.runs, workspace / FLAGS.records
-    floor_tg, floor_pp = speed_floors(policy_path, lane_id)
+    floor_tg, floor_pp = speed_floors.floors_for_lane(policy_path, lane_id) if policy_path.exists() else (0.0, 0.0)
 
     staging = pathlib.Path(tempfile.mkdtemp(prefix=f"lanes-run-{alias}-"))
     config = RunnerConfig(

@@ -22,11 +22,19 @@ tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
 
 # The embedded model, regenerated from the pinned vocab: it must be byte-identical to the one
 # //tools/model:tiny_llama_f32 builds.
-python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/tiny_llama_f32.gguf" 2>/dev/null
+python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/tiny_llama_f32.gguf"
 echo "$(cat "$carry/tiny_llama_f32.sha256")  $work/models/tiny_llama_f32.gguf" | sha256sum -c -
 # A synthetic model large enough to be memory-bandwidth bound (2.0 B parameters, F16, ~4 GB).
 python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/roofline_f16.gguf" \
-  --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336 2>/dev/null
+  --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
+
+# cudart/cuBLAS come from the host's CUDA install (the lane ships neither); where the loader does
+# not find them by default, point it at the toolkit. The runner records what was really loaded.
+if ldd "$work/lanes/cuda/lib/libggml-cuda.so.0" | grep -q "not found"; then
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}${CUDA_HOME:-/usr/local/cuda}/lib64"
+fi
+{ nvidia-smi; python3 --version; echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"; ldd "$work/lanes/cuda/lib/libggml-cuda.so.0";
+  cat /usr/local/cuda/version.json 2>/dev/null; } > "$out/host.txt" 2>&1 || true
 
 # The bandwidth ceiling, measured on this GPU now.
 nvcc -O2 -arch=sm_90a -o "$work/membw" "$repo/tools/runner/cuda/membw.cu"
@@ -39,7 +47,7 @@ python3 -m tools.runner.runner --lane=linux-x86_64-cuda \
   --cpu_lane_dir="$work/lanes/cpu" --spec="$carry/spec.json" \
   --model="$work/models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf \
   --roofline_model="$work/models/roofline_f16.gguf" --hbm_bandwidth_gbs="$bw" \
-  --speed_floor_tg="${SPEED_FLOOR_TG:-0}" --speed_floor_pp="${SPEED_FLOOR_PP:-0}" \
+  --policy="$repo/evidence/policy.json" \
   --out_dir="$work/run" --report="$work/run/runner_report.pb" 2>&1 | tee "$out/runner.txt"
 status=${PIPESTATUS[0]}
 set -e

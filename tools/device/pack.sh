@@ -10,7 +10,7 @@ tar -cJf "$carry/cuda_lane.tar.xz" -C bazel-bin/lanes cuda cuda.evidence.pb cuda
 tar -cJf "$carry/cpu_lane.tar.xz" -C bazel-bin/lanes cpu cpu.evidence.pb cpu.evidence.json
 cp bazel-bin/lanes/spec.json "$carry/"
 cp bazel-bin/proto/*_pb2.py "$carry/py/proto/"
-cp bazel-lanes/external/llama_cpp/src/models/ggml-vocab-llama-spm.gguf "$carry/"
+cp "$(bazel info output_base 2>/dev/null)/external/llama_cpp/src/models/ggml-vocab-llama-spm.gguf" "$carry/"
 sha256sum bazel-bin/tools/model/tiny_llama_f32.gguf | cut -d' ' -f1 > "$carry/tiny_llama_f32.sha256"
 for req in protobuf==7.36.2 gguf==0.19.0; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import platform
+import re
 import shutil
 from collections.abc import Iterable
 from typing import Any
@@ -39,6 +40,14 @@ def host_facts() -> pb.Host:
     return pb.Host(os=uname.system.lower(), arch=uname.machine, kernel=uname.release)
 
 
+_EXEC_ROOT = re.compile(r"/[^\s;:=]*?/execroot/[^/]+/")
+
+
+def exec_root_relative(path: str) -> str:
+    """A path inside the action's (sandboxed) exec root, as $EXT_BUILD_ROOT/...: stable across builds."""
+    return _EXEC_ROOT.sub("$EXT_BUILD_ROOT/", path)
+
+
 def stage_from_meta(meta: dict[str, Any]) -> pb.CMakeStage:
     stage = pb.CMakeStage(
         name=meta["name"],
@@ -49,7 +58,8 @@ def stage_from_meta(meta: dict[str, Any]) -> pb.CMakeStage:
     )
     stage.cache_entries.update(meta["cache_entries"])
     for cmd in meta.get("commands", []):
-        stage.commands.add(step=cmd["step"], argv=cmd["argv"], seconds=cmd["seconds"], exit_code=cmd["exit_code"])
+        stage.commands.add(step=cmd["step"], argv=[exec_root_relative(a) for a in cmd["argv"]],
+                           seconds=cmd["seconds"], exit_code=cmd["exit_code"])
     return stage
 
 
@@ -58,7 +68,8 @@ def compilers_from_meta(metas: Iterable[dict[str, Any]]) -> list[pb.Compiler]:
     for meta in metas:
         for lang, fields in sorted(meta.get("compilers", {}).items()):
             key = (lang, fields.get("compiler_id", ""), fields.get("compiler_version", ""))
-            seen.setdefault(key, pb.Compiler(language=lang, id=key[1], version=key[2], path=fields.get("compiler", "")))
+            seen.setdefault(key, pb.Compiler(language=lang, id=key[1], version=key[2],
+                                             path=exec_root_relative(fields.get("compiler", ""))))
     return list(seen.values())
 
 
@@ -103,6 +114,9 @@ def make_evidence(
     for key, value in sorted(sdk.items()):
         if key not in {"name", "version", "path", "mode", "status", "reason"} and isinstance(value, str):
             ev.sdk.details[key] = value
+    # Downloaded SDK parts (e.g. the CUDA wheels), each by exact version and sha256.
+    for archive in sdk.get("archives", []):
+        ev.sdk.archives.add(path=f"{archive['name']}=={archive['version']}", sha256=archive["sha256"])
     ev.compilers.extend(compilers_from_meta(stage_metas))
     ev.stages.extend(stage_from_meta(m) for m in stage_metas)
     files = sorted(p for p in lane_dir.rglob("*") if p.is_file())

@@ -31,7 +31,8 @@ def _lane(tmp_path: pathlib.Path) -> pathlib.Path:
 
 def _evidence(lane):
     return build_evidence.make_evidence(lane_id="linux-x86_64-cpu", lane_dir=lane, pin=PIN,
-                                        sdk={"name": "host-cc", "version": "12.2.0", "path": "/usr/bin/c++", "cmake": "3.25"},
+                                        sdk={"name": "host-cc", "version": "12.2.0", "path": "/usr/bin/c++", "cmake": "3.25",
+                                             "archives": [{"name": "nvidia-cublas", "version": "13.1.0.3", "sha256": "ee" * 32}]},
                                         stage_metas=META, targets=["tool"], bazel_version="4.2.3")
 
 
@@ -44,8 +45,17 @@ def test_evidence_has_every_field(tmp_path):
     assert [s.name for s in ev.stages] == ["cpu_ggml", "cpu_llama"]
     assert ev.stages[0].commands[0].argv == ["cmake", "-S", "."]
     assert ev.sdk.details["cmake"] == "3.25"
+    assert [(a.path, a.sha256) for a in ev.sdk.archives] == [("nvidia-cublas==13.1.0.3", "ee" * 32)]
     assert (ev.started_unix, ev.finished_unix) == (10.0, 40.0)
     assert {a.path: a.size for a in ev.artifacts} == {"bin/tool": 6, "lib/libx.so.0": 700}
+
+
+def test_sandbox_paths_become_exec_root_relative():
+    sandboxed = "/root/.cache/bazel/_bazel_root/x/sandbox/linux-sandbox/60/execroot/lanes/external/cuda_toolkit/toolkit/bin/nvcc"
+    assert build_evidence.exec_root_relative(sandboxed) == "$EXT_BUILD_ROOT/external/cuda_toolkit/toolkit/bin/nvcc"
+    assert build_evidence.exec_root_relative("/usr/bin/c++") == "/usr/bin/c++"
+    assert (build_evidence.exec_root_relative("-DCMAKE_PREFIX_PATH=/a/execroot/lanes/x;/b/execroot/lanes/y")
+            == "-DCMAKE_PREFIX_PATH=$EXT_BUILD_ROOT/x;$EXT_BUILD_ROOT/y")
 
 
 def test_write_read_and_json_twin(tmp_path):

@@ -115,7 +115,7 @@ th{background:#f5f6f8}.pill{border-radius:999px;padding:.1rem .55rem;font-weight
 .BUILT{background:#d9f2e1;color:#0f5c2e}.FAILED{background:#fbdada;color:#8a1010}
 .UNAVAILABLE{background:#eceef2;color:#4a5163}.NOT{background:#fff1c9;color:#6b5200}
 .certified{background:#d6e6ff;color:#123f8a}.dark{background:#2b2f38;color:#e8eaef}
-.detail{color:#5b6375;font-size:12px}
+.detail{color:#5b6375;font-size:12px}td:first-child b{white-space:nowrap}
 """
 
 
@@ -132,7 +132,7 @@ def render_html(rows: list[LaneRow], host: dict[str, Any]) -> str:
             "<tr>"
             f"<td><b>{html.escape(r.lane_id)}</b><div class=detail>{html.escape(r.alias or 'no target')}</div></td>"
             f"<td>{pill(r.build_status, build_cls)}<div class=detail>{html.escape(r.build_detail)}</div></td>"
-            f"<td>{pill(r.certification, cert_cls)}<div class=detail>{classes}{html.escape(r.certification_detail)}</div></td>"
+            f"<td>{pill(r.certification, cert_cls)}<div class=detail>{classes}{'<br>' if classes else ''}{html.escape(r.certification_detail)}</div></td>"
             f"<td>{pill('routable' if r.routable_under_policy else 'not routable', 'BUILT' if r.routable_under_policy else 'UNAVAILABLE')}</td>"
             "</tr>"
         )

@@ -12,6 +12,7 @@ Usage:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import pathlib
 import tempfile
@@ -199,6 +200,7 @@ def define_flags() -> None:
 
 
 def main(argv: list[str]) -> None:
+    logging.getLogger("gguf").setLevel(logging.WARNING)  # keep build output to what matters
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     try:

@@ -1,9 +1,8 @@
 """Locates test inputs for the tools/model tests, under Bazel or from a plain checkout.
 
-The vocab GGUF comes from (first match wins):
+The vocab GGUF comes from (first match wins; neither is an error):
   1. a `--vocab=PATH` argument (Bazel passes `$(location ...)` through py_test `args`),
-  2. the LANES_VOCAB_GGUF environment variable,
-  3. DEFAULT_VOCAB (a local llama.cpp checkout).
+  2. the LANES_VOCAB_GGUF environment variable.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import os
 import pathlib
 
 VOCAB_ENV = "LANES_VOCAB_GGUF"
-DEFAULT_VOCAB = "/tmp/pt/b/models/ggml-vocab-llama-spm.gguf"
 
 
 def take_vocab_arg(argv: list[str]) -> list[str]:
@@ -41,4 +39,7 @@ def _resolve(path: str) -> pathlib.Path:
 
 
 def vocab_gguf() -> pathlib.Path:
-    return _resolve(os.environ.get(VOCAB_ENV) or DEFAULT_VOCAB)
+    value = os.environ.get(VOCAB_ENV)
+    if not value:
+        raise RuntimeError(f"no vocab GGUF: pass --vocab=PATH or set {VOCAB_ENV} (bazel test passes the pinned one)")
+    return _resolve(value)

@@ -112,7 +112,7 @@ def fixture_command(ctx: RunContext) -> list[str]:
     argv = [str(ctx.bin("test-backend-ops"))]
     if ctx.lane.is_accelerator:
         argv += ["test", "-b", ctx.backend0]
-        ops = ctx.config.fixture_ops
+        ops = ctx.config.fixture_ops or ",".join(ctx.lane.fixture_ops)
     else:
         argv += ["grad", "-b", "CPU"]
         ops = ctx.config.fixture_ops or ",".join(CPU_GRAD_OPS)

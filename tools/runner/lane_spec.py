@@ -22,6 +22,8 @@ class Lane:
     targets: tuple[str, ...]
     log_evidence: tuple[str, ...]
     ggml_libs: tuple[str, ...]
+    # test-backend-ops -o filter from the spec: the ops this lane's graphs use (empty: all ops).
+    fixture_ops: tuple[str, ...] = ()
 
     @property
     def is_accelerator(self) -> bool:
@@ -52,4 +54,5 @@ def load_lane(spec_path: pathlib.Path, name: str) -> Lane:
         targets=tuple(v.get("targets", ())),
         log_evidence=tuple(v.get("log_evidence", ())),
         ggml_libs=tuple(v.get("ggml_libs", ())),
+        fixture_ops=tuple(v.get("fixture_ops", ())),
     )

@@ -134,6 +134,22 @@ def test_parse_ldd_marks_missing_libraries():
     assert preflight.parse_ldd(text) == {"libcudart.so.13": "/usr/local/cuda/lib64/libcudart.so.13",
                                          "libcublas.so.13": "not found"}
 
+
+def test_fixture_ops_come_from_the_lane_spec_and_the_override_is_bring_up():
+    import pathlib
+    from tools.runner import fixture_parity
+    from tools.runner.config import RunnerConfig
+    from tools.runner.context import RunContext
+    from tools.runner.lane_spec import Lane
+    lane = Lane("linux-x86_64-cuda", "cuda", "linux", "x86_64", "cuda", "cuda", (), (), (), ("MUL_MAT", "ROPE"))
+    cfg = RunnerConfig(lane="cuda", lane_dir=pathlib.Path("/l"), evidence=None, spec=pathlib.Path("/s"), model=None,
+                       out_dir=pathlib.Path("/o"), report=pathlib.Path("/o/r.pb"))
+    ctx = RunContext(config=cfg, lane=lane, logs_dir=pathlib.Path("/o/logs"), scratch_dir=pathlib.Path("/o/s"))
+    assert fixture_parity.fixture_command(ctx)[1:] == ["test", "-b", "CUDA0", "-o", "MUL_MAT,ROPE"]
+    import dataclasses
+    ctx.config = dataclasses.replace(cfg, fixture_ops="ADD")
+    assert fixture_parity.fixture_command(ctx)[-2:] == ["-o", "ADD"]
+
 if __name__ == "__main__":
     import sys, pytest
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

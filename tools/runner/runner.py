@@ -22,6 +22,7 @@ from absl import app, flags
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
 from tools.runner import report as report_lib
+from tools.runner import speed_floors
 from tools.runner.config import CHECKS, DEFAULT_KV_TYPES, RunnerConfig
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import Lane, LaneSpecError, load_lane
@@ -195,6 +196,7 @@ def define_flags() -> None:
     flags.DEFINE_string("fixture_ops", "", "test-backend-ops -o filter (bring-up only, non-recordable).")
     flags.DEFINE_float("speed_floor_tg", 0.0, "Token-generation floor, tokens/s.")
     flags.DEFINE_float("speed_floor_pp", 0.0, "Prompt-processing floor, tokens/s.")
+    flags.DEFINE_string("policy", "", "Admission policy JSON: its speed floors for this lane raise --speed_floor_*.")
     flags.DEFINE_float("timeout_s", 600.0, "Timeout of each command a step runs, seconds.")
     flags.DEFINE_float("parity_max_abs_delta", 0.05, "reference_parity: max |delta logit|.")
     flags.DEFINE_float("parity_max_mean_kl", 1e-4, "reference_parity: max mean KL (nats).")
@@ -221,12 +223,16 @@ def config_from_flags() -> RunnerConfig:
         speed_floor_tg=FLAGS.speed_floor_tg, speed_floor_pp=FLAGS.speed_floor_pp, timeout_s=FLAGS.timeout_s,
         parity_max_abs_delta=FLAGS.parity_max_abs_delta, parity_max_mean_kl=FLAGS.parity_max_mean_kl,
         parity_min_top1=FLAGS.parity_min_top1, bench_pp=FLAGS.bench_pp, bench_tg=FLAGS.bench_tg,
-        bench_reps=FLAGS.bench_reps, roofline_model=pathlib.Path(FLAGS.roofline_model) if FLAGS.roofline_model else None, hbm_bandwidth_gbs=FLAGS.hbm_bandwidth_gbs,
+        bench_reps=FLAGS.bench_reps, roofline_model=path(FLAGS.roofline_model), hbm_bandwidth_gbs=FLAGS.hbm_bandwidth_gbs,
         memory_tolerance_mib=FLAGS.memory_tolerance_mib, gpu_index=FLAGS.gpu_index,
         build_provenance=FLAGS.build_provenance,
     )
     if FLAGS.threads:
         cfg.threads = FLAGS.threads
+    if FLAGS.policy:
+        lane_id = load_lane(cfg.spec, cfg.lane).lane_id
+        tg, pp = speed_floors.floors_for_lane(pathlib.Path(FLAGS.policy), lane_id)
+        cfg.speed_floor_tg, cfg.speed_floor_pp = max(cfg.speed_floor_tg, tg), max(cfg.speed_floor_pp, pp)
     return cfg
 
 
@@ -235,7 +241,7 @@ def main(argv: list[str]) -> int:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     try:
         report = run(config_from_flags())
-    except UsageError as err:
+    except (UsageError, LaneSpecError, speed_floors.PolicyFloorsError) as err:
         print(f"runner: {err}", file=sys.stderr)
         return EXIT_USAGE
     print(report_lib.summary_table(report))
