@@ -1,5 +1,12 @@
 """Concurrency: N requests at once on a server with N slots give the same outputs as the same
-requests one after another (temperature 0, fixed seed)."""
+requests one after another (temperature 0, fixed seed).
+
+Batched and single-sequence decoding may use different kernels (on GPUs they do), so their logits
+differ by rounding. Greedy outputs are therefore compared token by token; a divergence passes only
+where the sequential run's two best tokens were a numerical near-tie (log-probabilities within
+--parity_max_abs_delta x 2) and the concurrent run took the other of the two. Cross-talk between
+slots, or any divergence at a decisive position, fails.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +32,31 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
     return max((sum(1 for s, e in intervals if s <= t < e) for t, _ in intervals), default=0)
 
 
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def judge_divergence(concurrent: dict, sequential: dict, tie_tolerance: float) -> tuple[str | None, float | None]:
+    """(problem or None, top-2 margin at the divergence or None when outputs are identical)."""
+    a, b = concurrent.get("tokens") or [], sequential.get("tokens") or []
+    i = first_divergence(a, b)
+    if i is None:
+        return None, None
+    probs = sequential.get("completion_probabilities") or []
+    if i >= len(probs) or i >= len(a) or len(probs[i].get("top_logprobs", [])) < 2:
+        return f"outputs diverge at token {i} and the server gave no top-2 probabilities there", None
+    top = probs[i]["top_logprobs"]
+    margin = float(top[0]["logprob"]) - float(top[1]["logprob"])
+    if a[i] not in (top[0]["id"], top[1]["id"]):
+        return f"diverges at token {i} to token {a[i]}, not one of the sequential run's top two", margin
+    if margin > tie_tolerance:
+        return f"diverges at token {i} where the sequential top-1 led by {margin:.3g} nats (> {tie_tolerance:g}): not a near-tie", margin
+    return None, margin
+
+
 def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
     n_predict = max(ctx.config.n_predict, N_PREDICT)
     barrier = threading.Barrier(N_PARALLEL)
@@ -33,7 +65,7 @@ def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
     def timed(prompt: str) -> dict:
         barrier.wait(timeout=60)  # all requests leave together
         start = time.monotonic()
-        out = srv.complete(prompt, n_predict)
+        out = srv.complete(prompt, n_predict, n_probs=2)
         intervals.append((start, time.monotonic()))
         return out
 
@@ -44,28 +76,43 @@ def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
                 concurrent_out = list(pool.map(timed, PROMPTS))
             wall_concurrent = time.monotonic() - t0
             t0 = time.monotonic()
-            sequential_out = [srv.complete(p, n_predict) for p in PROMPTS]
+            sequential_out = [srv.complete(p, n_predict, n_probs=2) for p in PROMPTS]
             wall_sequential = time.monotonic() - t0
     except (ServerError, OSError, ValueError, threading.BrokenBarrierError) as err:
         return CR.FAIL, f"{type(err).__name__}: {err}"
     problems = []
+    tie_tolerance = 2 * ctx.config.parity_max_abs_delta
+    exact, near_ties, margins = 0, 0, []
     for prompt, a, b in zip(PROMPTS, concurrent_out, sequential_out):
         step.log(f"{prompt!r}: concurrent slot {a.get('id_slot')} {a.get('content')!r} | sequential {b.get('content')!r}")
-        if a.get("content") != b.get("content") or a.get("tokens") != b.get("tokens"):
-            problems.append(f"{prompt!r}: concurrent output differs from sequential")
         if a.get("tokens_predicted", 0) <= 0:
             problems.append(f"{prompt!r}: no tokens predicted")
+        problem, margin = judge_divergence(a, b, tie_tolerance)
+        if problem:
+            problems.append(f"{prompt!r}: {problem}")
+        elif margin is None:
+            exact += 1
+        else:
+            near_ties += 1
+            margins.append(margin)
+            step.log(f"{prompt!r}: diverges at a near-tie (top-2 margin {margin:.4g} nats <= {tie_tolerance:g})")
     slots = {a.get("id_slot") for a in concurrent_out}
     c, m = step.result.counts, step.result.metrics
     c["concurrent_sequences"] = len(PROMPTS)
     c["distinct_slots"] = len(slots)
     c["max_in_flight"] = max_overlap(intervals)
     c["tokens"] = sum(int(a.get("tokens_predicted", 0)) for a in concurrent_out)
+    c["exact_matches"] = exact
+    c["near_tie_divergences"] = near_ties
+    m["tie_tolerance_nats"] = tie_tolerance
+    if margins:
+        m["max_margin_at_divergence"] = max(margins)
     m["wall_seconds_concurrent"] = wall_concurrent
     m["wall_seconds_sequential"] = wall_sequential
     if c["max_in_flight"] < N_PARALLEL:
         problems.append(f"at most {c['max_in_flight']} of {N_PARALLEL} requests were in flight at once: not concurrent")
     if problems:
         return CR.FAIL, "; ".join(problems)
-    return CR.PASS, (f"{len(PROMPTS)} concurrent sequences ({len(slots)} slots) match the sequential run "
+    ties = f", {near_ties} diverging only at near-ties" if near_ties else ""
+    return CR.PASS, (f"{len(PROMPTS)} concurrent sequences ({len(slots)} slots): {exact} identical to the sequential run{ties} "
                      f"({c['tokens']} tokens, {wall_concurrent:.2f}s vs {wall_sequential:.2f}s sequential)")

@@ -71,9 +71,9 @@ class LlamaServer:
         except (urllib.error.URLError, OSError, ValueError):
             return False
 
-    def complete(self, prompt: str, n_predict: int, timeout_s: float = 120.0) -> dict:
+    def complete(self, prompt: str, n_predict: int, timeout_s: float = 120.0, n_probs: int = 0) -> dict:
         body = {"prompt": prompt, "n_predict": n_predict, "temperature": 0, "seed": self.ctx.config.seed,
-                "cache_prompt": False, "ignore_eos": True, "return_tokens": True}
+                "cache_prompt": False, "ignore_eos": True, "return_tokens": True, "n_probs": n_probs}
         req = urllib.request.Request(self.base + "/completion", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=timeout_s) as r:

@@ -150,6 +150,24 @@ def test_fixture_ops_come_from_the_lane_spec_and_the_override_is_bring_up():
     ctx.config = dataclasses.replace(cfg, fixture_ops="ADD")
     assert fixture_parity.fixture_command(ctx)[-2:] == ["-o", "ADD"]
 
+
+def _probs(*pairs):
+    return [{"top_logprobs": [{"id": t1, "logprob": l1}, {"id": t2, "logprob": l2}]} for t1, l1, t2, l2 in pairs]
+
+
+def test_concurrency_divergence_only_at_near_ties():
+    from tools.runner.concurrency import judge_divergence
+    seq = {"tokens": [5, 6, 7], "completion_probabilities": _probs((5, -0.1, 9, -3.0), (6, -0.50, 8, -0.52), (7, -0.1, 1, -4))}
+    assert judge_divergence({"tokens": [5, 6, 7]}, seq, 0.1) == (None, None)
+    problem, margin = judge_divergence({"tokens": [5, 8, 3]}, seq, 0.1)
+    assert problem is None and abs(margin - 0.02) < 1e-9
+    problem, _ = judge_divergence({"tokens": [9, 6, 7]}, seq, 0.1)
+    assert "not a near-tie" in problem
+    problem, _ = judge_divergence({"tokens": [5, 4, 7]}, seq, 0.1)
+    assert "not one of the sequential run's top two" in problem
+    problem, _ = judge_divergence({"tokens": [5, 8]}, {"tokens": [5, 6]}, 0.1)
+    assert "no top-2 probabilities" in problem
+
 if __name__ == "__main__":
     import sys, pytest
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -90,6 +90,15 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
             return CR.FAIL, f"roofline model bench: {type(err).__name__}: {err}"
         m["roofline_model_bytes"] = big.get("model_bytes", 0.0)
         m["roofline_tg_tokens_per_s"] = big.get("tg_tokens_per_s", 0.0)
+        if ctx.lane.is_accelerator:
+            # The same big model on the CPU lane of this host: the speed-up where it matters.
+            try:
+                cpu_big = _bench(step, bench_command(ctx, cfg.cpu_lane_dir, False, cfg.roofline_model, (0, 32, 1)), cfg.timeout_s)
+            except (RuntimeError, ValueError, KeyError) as err:
+                return CR.FAIL, f"roofline model bench on the CPU lane: {type(err).__name__}: {err}"
+            m["roofline_cpu_lane_tg_tokens_per_s"] = cpu_big.get("tg_tokens_per_s", 0.0)
+            if m["roofline_cpu_lane_tg_tokens_per_s"] > 0:
+                m["roofline_speedup_tg"] = m["roofline_tg_tokens_per_s"] / m["roofline_cpu_lane_tg_tokens_per_s"]
         m["hbm_bandwidth_gbs"] = cfg.hbm_bandwidth_gbs
         m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * m["roofline_model_bytes"] / (cfg.hbm_bandwidth_gbs * 1e9)
     problems = []
@@ -101,7 +110,10 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
     if "speedup_tg" in m:
         summary += f", x{m['speedup_tg']:.1f} tg / x{m.get('speedup_pp', 0):.1f} pp vs CPU lane"
     if "tg_roofline_fraction" in m:
-        summary += f", {100 * m['tg_roofline_fraction']:.1f}% of HBM roofline"
+        summary += (f"; {m['roofline_model_bytes'] / 1e9:.2f} GB model: tg {m['roofline_tg_tokens_per_s']:.0f} tok/s = "
+                    f"{100 * m['tg_roofline_fraction']:.1f}% of {m['hbm_bandwidth_gbs']:.0f} GB/s")
+        if "roofline_speedup_tg" in m:
+            summary += f", x{m['roofline_speedup_tg']:.0f} vs CPU lane"
     if problems:
         return CR.FAIL, "; ".join(problems) + f" ({summary})"
     return CR.PASS, summary
