@@ -43,6 +43,8 @@ flags.DEFINE_string("runs", "evidence/runs", "Where reports and raw logs go (wor
 flags.DEFINE_string("key", str(keys.default_key_dir() / "lanes-issuer.key"), "Ed25519 signing key (made if absent; never in a repo).")
 flags.DEFINE_integer("validity_days", 90, "Lifetime of the certification record.")
 flags.DEFINE_list("kv_types", ["f16", "q8_0", "q4_0"], "KV cache types exercised (K and V).")
+flags.DEFINE_string("remote_run", "", "Sign a run made on another host (tools/device/certify_remote_cuda.sh): its run/ "
+                    "directory (runner_report.pb + logs/). --evidence must be the build evidence that was carried there.")
 
 SPEC = "lanes/spec.json"
 AVAILABILITY = "lanes/availability.json"
@@ -102,6 +104,23 @@ def publish_run(staging: pathlib.Path, runs: pathlib.Path, report: runner_report
     return final
 
 
+def load_remote_run(run_dir: pathlib.Path, evidence: pathlib.Path, lane_id: str) -> tuple[pathlib.Path, runner_report_pb2.RunnerReport]:
+    """A run from another host, checked to be for this lane and bound to this build evidence."""
+    report_path = run_dir / "runner_report.pb"
+    try:
+        report = runner_report_pb2.RunnerReport.FromString(report_path.read_bytes())
+    except Exception as err:  # OSError, or protobuf's DecodeError (a bare Exception subclass)
+        raise MainJobError(f"{report_path}: not a readable runner report ({err})") from err
+    if report.lane_id != lane_id:
+        raise MainJobError(f"{report_path} is for lane {report.lane_id}, not {lane_id}")
+    if report.build_evidence_digest != build_evidence.evidence_digest(evidence):
+        raise MainJobError(f"{report_path} names build evidence {report.build_evidence_digest}, but {evidence} is "
+                           f"{build_evidence.evidence_digest(evidence)}: pass the evidence that was carried to that host")
+    staging = pathlib.Path(tempfile.mkdtemp(prefix="lanes-remote-run-")) / "run"
+    shutil.copytree(run_dir, staging)
+    return staging, report
+
+
 def run_job() -> int:
     workspace = pathlib.Path(FLAGS.workspace).resolve()
     spec = build_evidence.load_json(SPEC)
@@ -111,6 +130,14 @@ def run_job() -> int:
     cpu_lane = pathlib.Path(FLAGS.cpu_lane_dir or "lanes/cpu").resolve()
     policy_path, runs, records_dir = workspace / FLAGS.policy, workspace / FLAGS.runs, workspace / FLAGS.records
     floor_tg, floor_pp = speed_floors.floors_for_lane(policy_path, lane_id) if policy_path.exists() else (0.0, 0.0)
+
+    if FLAGS.remote_run:
+        staging, report = load_remote_run(pathlib.Path(FLAGS.remote_run).resolve(), evidence, lane_id)
+        print(report_lib.summary_table(report), flush=True)
+        if not report.pass_recordable:
+            print(f"certify: {FLAGS.remote_run} is not recordable; nothing signed", file=sys.stderr)
+            return 1
+        return sign_and_show(staging, report, evidence, workspace, spec, policy_path, runs, records_dir)
 
     staging = pathlib.Path(tempfile.mkdtemp(prefix=f"lanes-run-{alias}-"))
     config = RunnerConfig(
@@ -127,6 +154,13 @@ def run_job() -> int:
         print(f"certify: the run is not recordable ({'; '.join(report.non_recordable_reasons) or 'a check failed'}); "
               f"nothing signed. Report and logs: {staging}", file=sys.stderr)
         return code or 1
+    return sign_and_show(staging, report, evidence, workspace, spec, policy_path, runs, records_dir)
+
+
+def sign_and_show(staging: pathlib.Path, report: runner_report_pb2.RunnerReport, evidence: pathlib.Path,
+                  workspace: pathlib.Path, spec: dict, policy_path: pathlib.Path, runs: pathlib.Path,
+                  records_dir: pathlib.Path) -> int:
+    """Publishes a recordable run under evidence/runs, signs and verifies its record, prints the matrix."""
     run_dir = publish_run(staging, runs, report, evidence)
     key = ensure_key(pathlib.Path(FLAGS.key).expanduser())
     ensure_trusted(policy_path, key)

@@ -3,8 +3,8 @@ requests one after another (temperature 0, fixed seed).
 
 Batched and single-sequence decoding may use different kernels (on GPUs they do), so their logits
 differ by rounding. Greedy outputs are therefore compared token by token; a divergence passes only
-where the sequential run's two best tokens were a numerical near-tie (log-probabilities within
---parity_max_abs_delta x 2) and the concurrent run took the other of the two. Cross-talk between
+where the token the concurrent run took was, in the sequential run, a numerical near-tie with the
+top-1 (log-probability within --parity_max_abs_delta x 2). Cross-talk between
 slots, or any divergence at a decisive position, fails.
 """
 
@@ -39,22 +39,44 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def aligned_probabilities(tokens: list[int], probs: list[dict]) -> list[dict | None]:
+    """Per generated token, its entry in completion_probabilities or None.
+
+    The server leaves out entries for tokens that end inside a UTF-8 sequence (byte tokens), so
+    the two lists are matched by token id, not by index.
+    """
+    out: list[dict | None] = []
+    j = 0
+    for token in tokens:
+        if j < len(probs) and int(probs[j].get("id", -1)) == token:
+            out.append(probs[j])
+            j += 1
+        else:
+            out.append(None)
+    return out
+
+
+N_PROBS = 8  # candidates returned per token: enough to see a near-tie among several tokens
+
+
 def judge_divergence(concurrent: dict, sequential: dict, tie_tolerance: float) -> tuple[str | None, float | None]:
-    """(problem or None, top-2 margin at the divergence or None when outputs are identical)."""
+    """(problem or None, the concurrent token's log-prob gap to the sequential top-1 at the first
+    divergence, or None when the outputs are identical)."""
     a, b = concurrent.get("tokens") or [], sequential.get("tokens") or []
     i = first_divergence(a, b)
     if i is None:
         return None, None
-    probs = sequential.get("completion_probabilities") or []
-    if i >= len(probs) or i >= len(a) or len(probs[i].get("top_logprobs", [])) < 2:
-        return f"outputs diverge at token {i} and the server gave no top-2 probabilities there", None
+    probs = aligned_probabilities(b, sequential.get("completion_probabilities") or [])
+    if i >= len(a) or probs[i] is None or not probs[i].get("top_logprobs"):
+        return f"outputs diverge at token {i} and the server gave no probabilities there", None
     top = probs[i]["top_logprobs"]
-    margin = float(top[0]["logprob"]) - float(top[1]["logprob"])
-    if a[i] not in (top[0]["id"], top[1]["id"]):
-        return f"diverges at token {i} to token {a[i]}, not one of the sequential run's top two", margin
-    if margin > tie_tolerance:
-        return f"diverges at token {i} where the sequential top-1 led by {margin:.3g} nats (> {tie_tolerance:g}): not a near-tie", margin
-    return None, margin
+    by_id = {int(t["id"]): float(t["logprob"]) for t in top}
+    if a[i] not in by_id:
+        return f"diverges at token {i} to token {a[i]}, not among the sequential run's top {len(top)}", None
+    gap = float(top[0]["logprob"]) - by_id[a[i]]
+    if gap > tie_tolerance:
+        return f"diverges at token {i} where the sequential top-1 led by {gap:.3g} nats (> {tie_tolerance:g}): not a near-tie", gap
+    return None, gap
 
 
 def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
@@ -65,7 +87,7 @@ def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
     def timed(prompt: str) -> dict:
         barrier.wait(timeout=60)  # all requests leave together
         start = time.monotonic()
-        out = srv.complete(prompt, n_predict, n_probs=2)
+        out = srv.complete(prompt, n_predict, n_probs=N_PROBS)
         intervals.append((start, time.monotonic()))
         return out
 
@@ -76,7 +98,7 @@ def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
                 concurrent_out = list(pool.map(timed, PROMPTS))
             wall_concurrent = time.monotonic() - t0
             t0 = time.monotonic()
-            sequential_out = [srv.complete(p, n_predict, n_probs=2) for p in PROMPTS]
+            sequential_out = [srv.complete(p, n_predict, n_probs=N_PROBS) for p in PROMPTS]
             wall_sequential = time.monotonic() - t0
     except (ServerError, OSError, ValueError, threading.BrokenBarrierError) as err:
         return CR.FAIL, f"{type(err).__name__}: {err}"
@@ -95,7 +117,7 @@ def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
         else:
             near_ties += 1
             margins.append(margin)
-            step.log(f"{prompt!r}: diverges at a near-tie (top-2 margin {margin:.4g} nats <= {tie_tolerance:g})")
+            step.log(f"{prompt!r}: diverges at a near-tie (gap to top-1 {margin:.4g} nats <= {tie_tolerance:g})")
     slots = {a.get("id_slot") for a in concurrent_out}
     c, m = step.result.counts, step.result.metrics
     c["concurrent_sequences"] = len(PROMPTS)

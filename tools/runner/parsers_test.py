@@ -152,7 +152,7 @@ def test_fixture_ops_come_from_the_lane_spec_and_the_override_is_bring_up():
 
 
 def _probs(*pairs):
-    return [{"top_logprobs": [{"id": t1, "logprob": l1}, {"id": t2, "logprob": l2}]} for t1, l1, t2, l2 in pairs]
+    return [{"id": t1, "top_logprobs": [{"id": t1, "logprob": l1}, {"id": t2, "logprob": l2}]} for t1, l1, t2, l2 in pairs]
 
 
 def test_concurrency_divergence_only_at_near_ties():
@@ -164,9 +164,16 @@ def test_concurrency_divergence_only_at_near_ties():
     problem, _ = judge_divergence({"tokens": [9, 6, 7]}, seq, 0.1)
     assert "not a near-tie" in problem
     problem, _ = judge_divergence({"tokens": [5, 4, 7]}, seq, 0.1)
-    assert "not one of the sequential run's top two" in problem
+    assert "not among the sequential run's top 2" in problem
     problem, _ = judge_divergence({"tokens": [5, 8]}, {"tokens": [5, 6]}, 0.1)
-    assert "no top-2 probabilities" in problem
+    assert "no probabilities" in problem
+    # Byte tokens (here 208) get no entry: entries are matched by id, not by index.
+    skipped = {"tokens": [208, 6], "completion_probabilities": _probs((6, -0.50, 8, -0.52))}
+    assert judge_divergence({"tokens": [208, 8]}, skipped, 0.1)[0] is None
+    assert "no probabilities" in judge_divergence({"tokens": [209, 6]}, skipped, 0.1)[0]
+    three_way = {"tokens": [6], "completion_probabilities": [{"id": 6, "top_logprobs": [
+        {"id": 6, "logprob": -1.00}, {"id": 8, "logprob": -1.01}, {"id": 4, "logprob": -1.03}]}]}
+    assert judge_divergence({"tokens": [4]}, three_way, 0.1)[0] is None
 
 if __name__ == "__main__":
     import sys, pytest

@@ -7,7 +7,7 @@ $0003-ggml-standalone-pkgconfig.patch@780518e19eae5f15764db45bed306faf8f3637130
 cmakecmake version 3.25.12
 ninja1.11.1J
 CGNU12.2.0"/usr/bin/ccJ 
-CXXGNU12.2.0"/usr/bin/c++R£
+CXXGNU12.2.0"/usr/bin/c++RË
 cpu_ggml
 BUILD_SHARED_LIBSON
 CMAKE_BUILD_TYPERelease
@@ -21,10 +21,10 @@ $0003-ggml-standalone-pkgconfig.patch@780518e19eae5f15764db45bed306faf8f3637130
 GGML_BUILD_TESTSOFF
 	GGML_F16CON
 GGML_FMAON
-GGML_NATIVEOFF"²
-	configurecmake-GNinja-S‚/root/.cache/bazel/_bazel_root/835165e65df656dc9abbd58e53cf243e/sandbox/linux-sandbox/2/execroot/lanes/external/llama_cpp/src/ggml-B"/tmp/cmake-cpu_ggml-nt559vok/build;-DCMAKE_INSTALL_PREFIX=/tmp/cmake-cpu_ggml-nt559vok/install-DBUILD_SHARED_LIBS=ON-DCMAKE_BUILD_TYPE=Release-DCMAKE_INSTALL_LIBDIR=lib-DCMAKE_INSTALL_RPATH=$ORIGIN-DGGML_AVX=ON-DGGML_AVX2=ON-DGGML_BMI2=ON-DGGML_BUILD_COMMIT=0c1e570-DGGML_BUILD_EXAMPLES=OFF-DGGML_BUILD_TESTS=OFF-DGGML_F16C=ON-DGGML_FMA=ON-DGGML_NATIVE=OFFú~j¼t“ð?"K
+GGML_NATIVEOFF"Ú
+	configurecmake-GNinja-S+$EXT_BUILD_ROOT/external/llama_cpp/src/ggml-B"/tmp/cmake-cpu_ggml-nt559vok/build;-DCMAKE_INSTALL_PREFIX=/tmp/cmake-cpu_ggml-nt559vok/install-DBUILD_SHARED_LIBS=ON-DCMAKE_BUILD_TYPE=Release-DCMAKE_INSTALL_LIBDIR=lib-DCMAKE_INSTALL_RPATH=$ORIGIN-DGGML_AVX=ON-DGGML_AVX2=ON-DGGML_BMI2=ON-DGGML_BUILD_COMMIT=0c1e570-DGGML_BUILD_EXAMPLES=OFF-DGGML_BUILD_TESTS=OFF-DGGML_F16C=ON-DGGML_FMA=ON-DGGML_NATIVE=OFFú~j¼t“ð?"K
 buildcmake--build"/tmp/cmake-cpu_ggml-nt559vok/build-j2ÇK7‰A ;@"H
-installcmake	--install"/tmp/cmake-cpu_ggml-nt559vok/buildyé&1¬Œ?*cmake version 3.25.121.11.18R¢
+installcmake	--install"/tmp/cmake-cpu_ggml-nt559vok/buildyé&1¬Œ?*cmake version 3.25.121.11.18Rñ
 	cpu_llama
 BUILD_SHARED_LIBSON
 CMAKE_BUILD_TYPERelease$
@@ -41,8 +41,8 @@ $0003-ggml-standalone-pkgconfig.patch@780518e19eae5f15764db45bed306faf8f3637130
 LLAMA_BUILD_UIOFF
 LLAMA_OPENSSLOFF
 LLAMA_USE_PREBUILT_UIOFF
-LLAMA_USE_SYSTEM_GGMLONllama-completionllama-simplellama-benchllama-serverllama-logitstest-backend-ops"Æ
-	configurecmake-GNinja-S~/root/.cache/bazel/_bazel_root/835165e65df656dc9abbd58e53cf243e/sandbox/linux-sandbox/11/execroot/lanes/external/llama_cpp/src-B#/tmp/cmake-cpu_llama-tzu757em/build<-DCMAKE_INSTALL_PREFIX=/tmp/cmake-cpu_llama-tzu757em/install-DBUILD_SHARED_LIBS=ON-DCMAKE_BUILD_TYPE=Release#-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON-DCMAKE_INSTALL_LIBDIR=lib,-DCMAKE_INSTALL_RPATH=$ORIGIN/../lib;$ORIGIN¥-DCMAKE_PREFIX_PATH=/root/.cache/bazel/_bazel_root/835165e65df656dc9abbd58e53cf243e/sandbox/linux-sandbox/11/execroot/lanes/bazel-out/k8-fastbuild/bin/lanes/cpu_ggml -DLANES_LANE_ID=linux-x86_64-cpub-DLANES_PATCH_STACK_DIGEST=sha256:2c020aa498121bdb9403047161808de41a0598dd5dbbbd4855b2f0f81e7b47e2-DLLAMA_BUILD_COMMIT=0c1e570-DLLAMA_BUILD_EXAMPLES=ON-DLLAMA_BUILD_SERVER=ON-DLLAMA_BUILD_TESTS=ON-DLLAMA_BUILD_TOOLS=ON-DLLAMA_BUILD_UI=OFF-DLLAMA_OPENSSL=OFF-DLLAMA_USE_PREBUILT_UI=OFF-DLLAMA_USE_SYSTEM_GGML=ONF¶óýÔxå?"±
+LLAMA_USE_SYSTEM_GGMLONllama-completionllama-simplellama-benchllama-serverllama-logitstest-backend-ops"•
+	configurecmake-GNinja-S&$EXT_BUILD_ROOT/external/llama_cpp/src-B#/tmp/cmake-cpu_llama-tzu757em/build<-DCMAKE_INSTALL_PREFIX=/tmp/cmake-cpu_llama-tzu757em/install-DBUILD_SHARED_LIBS=ON-DCMAKE_BUILD_TYPE=Release#-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON-DCMAKE_INSTALL_LIBDIR=lib,-DCMAKE_INSTALL_RPATH=$ORIGIN/../lib;$ORIGINM-DCMAKE_PREFIX_PATH=$EXT_BUILD_ROOT/bazel-out/k8-fastbuild/bin/lanes/cpu_ggml -DLANES_LANE_ID=linux-x86_64-cpub-DLANES_PATCH_STACK_DIGEST=sha256:2c020aa498121bdb9403047161808de41a0598dd5dbbbd4855b2f0f81e7b47e2-DLLAMA_BUILD_COMMIT=0c1e570-DLLAMA_BUILD_EXAMPLES=ON-DLLAMA_BUILD_SERVER=ON-DLLAMA_BUILD_TESTS=ON-DLLAMA_BUILD_TOOLS=ON-DLLAMA_BUILD_UI=OFF-DLLAMA_OPENSSL=OFF-DLLAMA_USE_PREBUILT_UI=OFF-DLLAMA_USE_SYSTEM_GGML=ONF¶óýÔxå?"±
 buildcmake--build#/tmp/cmake-cpu_llama-tzu757em/build-j2--targetllama-completionllama-simplellama-benchllama-serverllama-logitstest-backend-opsw¾Ÿ/Õw@*cmake version 3.25.121.11.18Zllama-completionZllama-simpleZllama-benchZllama-serverZllama-logitsZtest-backend-opsbW
 bin/llama-bench@f61e175c3fd94de30e8892283e045d50961b192974201fec760afae668e5e70a€b[
 bin/llama-completion@ae6c278e51ceb1a8767ca9800392c9cbbeeb3e92dfd0fde1e8f2b98c0dea670eà|bX
