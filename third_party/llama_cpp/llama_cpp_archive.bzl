@@ -58,6 +58,7 @@ def _fetch_sdist(rctx):
         ["python3", "-m", "pip", "download", "--isolated", "--quiet", "--no-deps", "--no-binary=:all:",
          "--require-hashes", "--disable-pip-version-check", "-d", "_archive", "-r", str(req)],
         timeout = 900,
+        environment = {"PIP_ROOT_USER_ACTION": "ignore"},
     )
     if res.return_code != 0:
         fail("llama_cpp_archive: pip could not fetch {} (sha256 {}):\n{}".format(rctx.attr.pypi_sdist, rctx.attr.sha256, res.stderr))

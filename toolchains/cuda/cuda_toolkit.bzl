@@ -32,6 +32,7 @@ def _impl(rctx):
              "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux_2_12_x86_64",
              "--platform", "manylinux2010_x86_64", "-d", "wheels", "-r", str(lock)],
             timeout = 3600,
+            environment = {"PIP_ROOT_USER_ACTION": "ignore"},
         )
         if res.return_code != 0:
             fail("cuda_toolkit: fetching the pinned CUDA wheels failed:\n" + res.stderr)
