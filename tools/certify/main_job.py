@@ -22,7 +22,7 @@ from absl import app, flags
 from proto import runner_report_pb2
 from tools.admission import policy as policy_lib
 from tools.admission import policy_tool
-from tools.certify import certify_cli, keys, records
+from tools.certify import certify_cli, dsse, keys, records
 from tools.certify.errors import CertifyError
 from tools.evidence import build_evidence
 from tools.matrix import matrix_view
@@ -73,7 +73,7 @@ def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> None:
     """Enrols this machine's public key in the policy if it is not there (a reviewable diff)."""
     pub = key_path.with_suffix(".pub")
     raw = pub.read_bytes()
-    keyid = records.dsse.keyid_for(records.dsse.raw_public_key(keys.public_key_from_bytes(raw)))
+    keyid = dsse.keyid_for(dsse.raw_public_key(keys.public_key_from_bytes(raw)))
     if policy_path.exists() and any(k.keyid == keyid for k in policy_lib.load_policy(policy_path).trusted_keys):
         return
     policy_tool.update_policy_file(

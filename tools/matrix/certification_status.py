@@ -13,6 +13,7 @@ from proto import admission_pb2, runner_report_pb2
 from tools.admission import admission, policy as policy_lib
 from tools.certify import records as records_lib
 from tools.certify import timestamps
+from tools.certify.errors import CertifyError
 from tools.matrix.capability_matrix import DARK, Certifier
 
 CERTIFIED = "certified"
@@ -42,21 +43,19 @@ def _node_for(record) -> admission_pb2.NodeDescription:
 def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path) -> Certifier:
     """A Certifier reading every record in records_dir and judging it under the policy file."""
     if not policy_path.exists() or not records_dir.is_dir():
-        def none(lane_id: str, evidence_digest: str):
-            del lane_id, evidence_digest
-            return DARK, [], False, f"no policy at {policy_path}" if not policy_path.exists() else "no certification record"
-        return none
+        why = f"no policy at {policy_path}" if not policy_path.exists() else "no certification record"
+        return lambda lane_id, evidence_digest: (DARK, [], False, why)
     policy = policy_lib.load_policy(policy_path)
     store = policy_lib.validate(policy, str(policy_path))
-    certs, compats, problems = admission.load_records_dir(records_dir)
+    certs, compats, _unreadable = admission.load_records_dir(records_dir)
     now = timestamps.now()
     verified = []
-    refused: dict[str, list[str]] = {}
+    refusals: list[str] = []
     for item in certs:
         try:
             record = records_lib.verify_record(item.envelope, store, policy.supported_record_schema_versions or None)
-        except Exception as err:  # each refusal kind is its own exception type; all mean "dark"
-            refused.setdefault("*", []).append(f"{item.source}: {err}")
+        except (CertifyError, ValueError) as err:  # every refusal means "dark"; the first is shown
+            refusals.append(f"{item.source}: {err}")
             continue
         verified.append((item, record))
 
@@ -64,8 +63,7 @@ def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path) -> Ce
         del evidence_digest  # a record names its own build; the matrix does not re-bind it here
         mine = [(i, r) for i, r in verified if r.scope.lane_id == lane_id]
         if not mine:
-            why = "; ".join(refused.get("*", [])[:1]) or "no certification record"
-            return DARK, [], False, why
+            return DARK, [], False, refusals[0] if refusals else "no certification record"
         classes, routable, notes = [], False, []
         for item, record in mine:
             route = admission.route_from_nodes([_node_for(record)], record.model.sha256, "matrix")
@@ -80,5 +78,4 @@ def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path) -> Ce
             return DARK, [], False, "; ".join(notes)
         return CERTIFIED, classes, routable, "; ".join(notes)
 
-    del problems
     return certify
