@@ -7,14 +7,8 @@ requested explicitly; it is tagged manual so `bazel build //...` never fails for
 load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
 load("@llama_cpp//:pin.bzl", "PIN")
 load("@rules_foreign_cc//foreign_cc:defs.bzl", "CMakeInfo", "cmake")
-load("//lanes:lanes.bzl", "LANES")
+load("//lanes:lanes.bzl", "LANES", "merge_dicts")
 load("//toolchains:sdk.bzl", "sdk_for_lane")
-
-def _merge(*dicts):
-    out = {}
-    for d in dicts:
-        out.update(d)
-    return out
 
 def _soname(lib):
     return "lib{}.so.0".format(lib)
@@ -113,7 +107,7 @@ def llama_lane(lane_id, heavy = False):
         name = alias + "_ggml",
         lib_source = "@llama_cpp//:ggml_srcs",
         lib_name = alias + "_ggml",
-        cache_entries = _merge(lane["ggml_cache_entries"], sdk.get("cache_entries", {}), {"GGML_BUILD_COMMIT": PIN["short_commit"]}),
+        cache_entries = merge_dicts(lane["ggml_cache_entries"], sdk.get("cache_entries", {}), {"GGML_BUILD_COMMIT": PIN["short_commit"]}),
         env = sdk.get("env", {}),
         build_data = sdk.get("build_data", []),
         out_shared_libs = [f for lib in lane["ggml_libs"] for f in ["lib{}.so".format(lib), _soname(lib)]],
@@ -126,7 +120,7 @@ def llama_lane(lane_id, heavy = False):
         lib_source = "@llama_cpp//:srcs",
         lib_name = alias + "_llama",
         # The SDK's entries too: tools link libggml-<backend>, whose SDK libraries the linker must find.
-        cache_entries = _merge(lane["llama_cache_entries"], sdk.get("cache_entries", {}), {
+        cache_entries = merge_dicts(lane["llama_cache_entries"], sdk.get("cache_entries", {}), {
             "LANES_LANE_ID": lane_id,
             "LANES_PATCH_STACK_DIGEST": PIN["patch_stack_digest"],
             "LLAMA_BUILD_COMMIT": PIN["short_commit"],

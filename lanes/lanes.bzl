@@ -66,7 +66,8 @@ _LLAMA_LIBS = [
     "libllama-bench-impl.so",
 ]
 
-def _merge(*dicts):
+def merge_dicts(*dicts):
+    """Later dicts win; shared by the lane spec and lane.bzl."""
     out = {}
     for d in dicts:
         out.update(d)
@@ -97,7 +98,7 @@ def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log
         "arch": arch,
         "backend": backend,
         "sdk": sdk,
-        "ggml_cache_entries": _merge(_GGML_COMMON, ggml_cache_entries),
+        "ggml_cache_entries": merge_dicts(_GGML_COMMON, ggml_cache_entries),
         "ggml_libs": ggml_libs,
         "llama_cache_entries": _LLAMA_COMMON,
         "llama_libs": _LLAMA_LIBS,
@@ -128,7 +129,7 @@ LANES = {
         backend = "cuda",
         sdk = "cuda",
         ggml_libs = ["ggml-base", "ggml", "ggml-cpu", "ggml-cuda"],
-        ggml_cache_entries = _merge(_X86_64_V3, {
+        ggml_cache_entries = merge_dicts(_X86_64_V3, {
             "GGML_CUDA": "ON",
             # 90a: Hopper (H100/H200) with its arch-specific instructions. Portable default for
             # other fleets: "75-virtual;80-virtual;86-real;89-real;90-real" (PTX JIT covers newer).
@@ -162,7 +163,7 @@ LANES = {
         backend = "rocm",
         sdk = "rocm",
         ggml_libs = ["ggml-base", "ggml", "ggml-cpu", "ggml-hip"],
-        ggml_cache_entries = _merge(_X86_64_V3, {"GGML_HIP": "ON", "GPU_TARGETS": "gfx90a;gfx942;gfx1100"}),
+        ggml_cache_entries = merge_dicts(_X86_64_V3, {"GGML_HIP": "ON", "GPU_TARGETS": "gfx90a;gfx942;gfx1100"}),
         log_evidence = ["ggml_cuda_init: found [1-9] ROCm", "offloaded ([0-9]+)/\\1 layers to GPU"],
         notes = "gfx targets pinned: MI210/MI250 (gfx90a), MI300 (gfx942), RDNA3 (gfx1100)",
     ),
@@ -173,7 +174,7 @@ LANES = {
         backend = "vulkan",
         sdk = "vulkan",
         ggml_libs = ["ggml-base", "ggml", "ggml-cpu", "ggml-vulkan"],
-        ggml_cache_entries = _merge(_X86_64_V3, {"GGML_VULKAN": "ON"}),
+        ggml_cache_entries = merge_dicts(_X86_64_V3, {"GGML_VULKAN": "ON"}),
         log_evidence = ["ggml_vulkan: Found [1-9] Vulkan devices", "offloaded ([0-9]+)/\\1 layers to GPU"],
         notes = "software ICDs (llvmpipe, lavapipe, SwiftShader) never certify",
     ),
