@@ -5,7 +5,6 @@ throwaway policy, verifies the record, and checks what the matrix and admission 
 shows the gate failing closed on a tampered artifact and on a skip switch.
 """
 
-import datetime as dt
 import os
 import pathlib
 import shutil
@@ -53,10 +52,15 @@ def test_every_check_passes_with_real_figures(certified):
     assert bad == [] and report.pass_recordable and report.status == report.PASS
     checks = {c.name: c for c in report.checks}
     assert [c.name for c in report.checks] == list(CHECKS)
-    assert checks["fixture_parity"].counts["ops_tested"] > 0 and checks["fixture_parity"].counts["ops_failed"] == 0
+    fixture = checks["fixture_parity"].counts
+    assert fixture["tests_evaluated"] > 0 and fixture["tests_failed"] == 0 and fixture["ops_uncovered"] == 0
+    oracle = checks["op_oracle"]
+    required = [k[3:-9] for k, v in oracle.counts.items() if k.startswith("op.") and k.endswith(".required") and v]
+    assert required and all(oracle.counts[f"op.{op}.evaluated"] > 0 or oracle.counts[f"op.{op}.absent_from_graph"]
+                            for op in required)
     assert checks["reference_parity"].metrics["max_abs_delta_logit"] < 1e-3
     assert min(v for k, v in checks["graph_smoke"].counts.items() if k.startswith("tokens_decoded_")) > 0
-    assert checks["concurrency"].counts["concurrent_sequences"] >= 2
+    assert checks["concurrency"].counts["server_max_busy_slots"] >= 2
     assert checks["cancellation"].metrics["recovery_seconds"] > 0
     assert checks["speed"].metrics["tg_tokens_per_s"] > 0
     assert all(c.logs for c in report.checks)
@@ -76,11 +80,17 @@ def test_record_verifies_and_admits_only_its_scope(certified):
     node.device_class.CopyFrom(record.scope.device_class)
     node.artifacts.extend(record.artifacts)
     pol = policy_lib.load_policy(policy)
-    ok = admission.decide(pol, [env], [], admission.route_from_nodes([node], record.model.sha256))
+    def route(model_sha256):
+        return admission.route_from_nodes([node], model_sha256, recipe=record.recipe,
+                                          model_shard_sha256=[s.sha256 for s in record.model.shards])
+
+    ok = admission.decide(pol, [env], [], route(record.model.sha256))
     assert ok.routable, ok.reasons
+    other_model = admission.decide(pol, [env], [], route("f" * 64))
+    assert not other_model.routable and any(r.startswith("scope-model-mismatch") for r in other_model.reasons)
     node.device_class.backend = "cuda"
     node.lane_id = "linux-x86_64-cuda"
-    refused = admission.decide(pol, [env], [], admission.route_from_nodes([node], record.model.sha256))
+    refused = admission.decide(pol, [env], [], route(record.model.sha256))
     assert not refused.routable and refused.reasons
 
 

@@ -3,24 +3,36 @@
 Fail closed: a node is routable only with a record that (1) is signed by a key the policy trusts,
 valid at issue time and now, (2) is unexpired and young enough, of a supported schema, (3) has
 exactly the node's lane and device class as scope, (4) names the node's build evidence and
-artifact digests, (5) shows every required check PASS and (6) meets the speed floors. A route over
-more than one lane also needs a signed CompatibilityRecord for exactly those lanes and the model.
+artifact digests, (5) proves the route's model (sha256 of every GGUF split, in order) and a recipe
+that contains the route's recipe (see recipe_refusal), (6) shows every required check PASS and
+(7) meets the speed floors. A route over more than one lane also needs a signed CompatibilityRecord
+for exactly those lanes and the model.
 Nothing here knows backend names: scope is compared field by field, never against an allowlist.
 Every refusal starts with its reason code ("expired: ...") so tools can match on it.
+
+Ambiguity is refusal: a signed record with duplicate entries or unknown fields is malformed
+(records.check_well_formed), and so is a route listing one node id twice or a node listing one
+artifact path twice. Several nodes of one lane (replicas, distinct node ids) are a normal route.
+A route that states no recipe is refused (scope-recipe-mismatch "route states no recipe"): nothing
+is assumed about how the model will be run. A record that proves no recipe (issued before records
+carried one) is refused likewise ("record proves no recipe; re-certify").
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import hashlib
+import os
 import pathlib
 from collections.abc import Iterable, Sequence
 
 from proto import admission_pb2, certification_pb2, runner_report_pb2
 from tools.admission import policy as policy_lib
+from tools.admission import safe_io
 from tools.certify import dsse, records, timestamps, trust
-from tools.certify.errors import CertifyError
+from tools.certify.errors import CertifyError, UnreadableInputError
 
 VERIFIER = "lanes-admission/1 (tools/admission/admission.py)"
 
@@ -34,7 +46,12 @@ ARTIFACT_DIGEST_MISMATCH = "artifact-digest-mismatch"
 REQUIRED_CHECK_MISSING = "required-check-missing"
 REQUIRED_CHECK_FAILED = "required-check-failed"
 SPEED_FLOOR = "speed-floor"
+METRIC_CEILING = "metric-ceiling"
 MIXED_WITHOUT_COMPATIBILITY = "mixed-backends-without-compatibility"
+SCOPE_MODEL_MISMATCH = "scope-model-mismatch"
+SCOPE_RECIPE_MISMATCH = "scope-recipe-mismatch"
+WRONG_RECORD_KIND = "wrong-record-kind"
+MALFORMED_ROUTE = "malformed-route"
 
 # The scope key. driver_version, runtime_version and isa_features are informational.
 SCOPE_FIELDS = ("backend", "os", "arch", "vendor", "device_name", "compute_capability", "driver_major")
@@ -59,31 +76,57 @@ class SignedInput:
         return self.source or self.digest[:19]
 
 
-def load_signed(path: pathlib.Path | str) -> SignedInput:
-    """Reads a DSSE JSON file; raises MalformedEnvelopeError (or OSError) if it cannot."""
+def load_signed(path: pathlib.Path | str, follow_symlinks: bool = True) -> SignedInput:
+    """Reads a DSSE JSON file (a regular file of at most safe_io.MAX_INPUT_BYTES, strict JSON of
+    bounded depth); raises a CertifyError naming the reason if it cannot."""
     path = pathlib.Path(path)
-    data = path.read_bytes()
-    return SignedInput(dsse.envelope_from_json(data), records.sha256_digest(data), path.name)
+    data = safe_io.read_regular_file(path, follow_symlinks=follow_symlinks)
+    return SignedInput(dsse.envelope_from_json(data), records.sha256_digest(data), file_label(path.name))
 
 
-def load_records_dir(directory: pathlib.Path | str) -> tuple[list[SignedInput], list[SignedInput], list[str]]:
+def file_label(name: str) -> str:
+    """A file name as valid UTF-8 for decisions: undecodable bytes become \\xNN. Control characters
+    stay (JSON escapes them); human output escapes them with safe_io.escape."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def _is_compatibility_type(payload_type: str) -> bool:
+    return payload_type.startswith(records.COMPATIBILITY_FAMILY + ".")
+
+
+def load_records_dir(
+    directory: pathlib.Path | str,
+) -> tuple[list[SignedInput], list[SignedInput], list[admission_pb2.InputProblem]]:
     """(certification inputs, compatibility inputs, problems) from every *.dsse.json in a directory.
 
-    Files are sorted by payloadType; anything not a compatibility record goes to the certification
-    list, where verification refuses it with a reason. Unreadable files are reported, not fatal:
-    one bad file must not block routes that other records admit.
+    Each file is isolated: it is read only if it is a regular file (not a symlink, FIFO, device) of
+    at most safe_io.MAX_INPUT_BYTES, parsed as strict JSON of bounded depth, and any failure is one
+    InputProblem (file name, reason code, reason) while every other file is still read. Files are
+    sorted by payloadType family; anything not a compatibility record goes to the certification
+    list, where verification refuses it with a named reason. Raises UnreadableInputError if the
+    directory itself is missing, not a directory or not readable: that is unusable input, not
+    "no record".
     """
+    directory = pathlib.Path(directory)
+    try:
+        with os.scandir(directory) as it:
+            names = sorted(e.name for e in it if e.name.endswith(".dsse.json"))
+    except NotADirectoryError as err:
+        raise UnreadableInputError(f"records directory {directory} is not a directory") from err
+    except OSError as err:
+        raise UnreadableInputError(f"records directory {directory}: cannot list ({err.strerror or err})") from err
     certs, compats, problems = [], [], []
-    for path in sorted(pathlib.Path(directory).glob("*.dsse.json")):
+    for name in names:
         try:
-            item = load_signed(path)
-        except (OSError, CertifyError) as err:
-            problems.append(f"{path.name}: skipped ({err})")
+            item = load_signed(directory / name, follow_symlinks=False)
+        except CertifyError as err:
+            problems.append(admission_pb2.InputProblem(file=file_label(name), code=err.code, reason=str(err)))
             continue
-        if item.envelope.payload_type.startswith(records.COMPATIBILITY_FAMILY + "."):
-            compats.append(item)
-        else:
-            certs.append(item)
+        except Exception as err:  # noqa: BLE001 - one file's surprise must not stop the others
+            problems.append(admission_pb2.InputProblem(file=file_label(name), code="unreadable-input",
+                                                       reason=f"{type(err).__name__}: {err}"))
+            continue
+        (compats if _is_compatibility_type(item.envelope.payload_type) else certs).append(item)
     return certs, compats, problems
 
 
@@ -96,14 +139,17 @@ class VerificationCache:
 
     def __init__(self, max_entries: int = 100_000):
         self.max_entries = max_entries
-        self._entries: dict[tuple[int, bytes], object] = {}
+        self._entries: dict[tuple, object] = {}
 
     @staticmethod
-    def key(store: trust.TrustStore, env: certification_pb2.Envelope) -> tuple[int, bytes]:
+    def key(store: trust.TrustStore, env: certification_pb2.Envelope, supported=(), kind: str = "") -> tuple:
+        """Everything the cached result depends on: the trust store's content digest (not its
+        identity), the policy's accepted schema versions, which verifier ran, and the envelope."""
         h = hashlib.sha256(dsse.pae(env.payload_type, env.payload))
         for s in env.signatures:
-            h.update(b"\0" + s.keyid.encode() + b"\0" + s.sig)
-        return id(store), h.digest()
+            keyid = s.keyid.encode("utf-8", "surrogatepass")
+            h.update(len(keyid).to_bytes(8, "big") + keyid + len(s.sig).to_bytes(8, "big") + s.sig)
+        return store.digest, tuple(sorted(set(supported))), kind, h.digest()
 
     def get(self, key):
         return self._entries.get(key)
@@ -128,7 +174,7 @@ class _Checked:
 def _verify_cached(verify_fn, item: SignedInput, store, supported, cache):
     if cache is None:
         return verify_fn(item.envelope, store, supported)
-    key = VerificationCache.key(store, item.envelope)
+    key = VerificationCache.key(store, item.envelope, supported, verify_fn.__name__)
     hit = cache.get(key)
     if hit is None:
         try:
@@ -142,6 +188,14 @@ def _verify_cached(verify_fn, item: SignedInput, store, supported, cache):
 
 
 def _check(item, verify_fn, store, policy, now, cache) -> _Checked:
+    want_compat = verify_fn is records.verify_compatibility
+    if _is_compatibility_type(item.envelope.payload_type) != want_compat:
+        # Named, never moved aside silently: a compatibility record cannot admit a node, and a
+        # certification record cannot stand in for a compatibility record.
+        kind = "a compatibility record" if not want_compat else "not a compatibility record"
+        return _Checked(item, refusal_code=WRONG_RECORD_KIND,
+                        refusal=f"record {item.label}: payload type {item.envelope.payload_type!r} is {kind}; "
+                                f"it was given as {'a compatibility' if want_compat else 'a certification'} record")
     try:
         rec = _verify_cached(verify_fn, item, store, policy.supported_record_schema_versions, cache)
         records.check_times(rec, store, now, policy.max_record_age_days)
@@ -160,12 +214,63 @@ def _norm_digest(d: str) -> str:
     return d[len("sha256:"):] if d.startswith("sha256:") else d
 
 
+def _model_files(sha256: str, shards) -> list[str]:
+    return [_norm_digest(s) for s in shards] or [_norm_digest(sha256)]
+
+
+def model_refusal(rec: certification_pb2.CertificationRecord, route: admission_pb2.RouteRequest) -> str:
+    """Why the record's model is not the route's; empty when it is. A model in GGUF splits is
+    identified by every split's sha256 in order, so another split set is another model."""
+    if not route.model_sha256:
+        return "route names no model sha256"
+    if _norm_digest(rec.model.sha256) != _norm_digest(route.model_sha256):
+        return f"record proves model {rec.model.sha256 or '(none)'}, route serves {route.model_sha256}; certify this model"
+    proven = _model_files(rec.model.sha256, [s.sha256 for s in rec.model.shards])
+    asked = _model_files(route.model_sha256, route.model_shard_sha256)
+    if proven != asked:
+        return (f"record proves the model as {len(proven)} file(s) {[p[:12] for p in proven]}, route gives "
+                f"{len(asked)} {[a[:12] for a in asked]}; every GGUF split must match")
+    return ""
+
+
+def recipe_refusal(proven: runner_report_pb2.Recipe | None, asked: runner_report_pb2.Recipe | None) -> str:
+    """Why `asked` is not inside `proven`; empty when it is. Inside means: KV types a subset of the
+    proven ones, every flash-attention mode proven, the same n_gpu_layers, and context, batch,
+    ubatch and parallel sequences no larger than proven. A size of 0 in the route is refused as
+    unstated: llama.cpp reads 0 as "the model's own context", which may be larger than proven."""
+    if asked is None:
+        return "route states no recipe; give the recipe the route runs (admission_cli --kv_cache_type etc.)"
+    if proven is None:
+        return "record proves no recipe; re-certify the lane with a runner that records its recipe"
+    out = []
+    if not asked.kv_cache_types:
+        out.append("route states no KV cache type")
+    extra = sorted(set(asked.kv_cache_types) - set(proven.kv_cache_types))
+    if extra:
+        out.append(f"KV cache types {extra} not proven (proven {sorted(set(proven.kv_cache_types))})")
+    if not asked.flash_attention:
+        out.append("route states no flash-attention mode")
+    extra = sorted(set(asked.flash_attention) - set(proven.flash_attention))
+    if extra:
+        out.append(f"flash attention {extra} not proven (proven {sorted(set(proven.flash_attention))})")
+    if asked.n_gpu_layers != proven.n_gpu_layers:
+        out.append(f"n_gpu_layers {asked.n_gpu_layers} != proven {proven.n_gpu_layers}")
+    for field in ("context_size", "batch_size", "ubatch_size", "parallel_sequences"):
+        a, p = getattr(asked, field), getattr(proven, field)
+        if a == 0:
+            out.append(f"route states no {field}")
+        elif a > p:
+            out.append(f"{field} {a} > proven {p}")
+    return "; ".join(out)
+
+
 def record_refusals(
     rec: certification_pb2.CertificationRecord,
     node: admission_pb2.NodeDescription,
     policy: admission_pb2.AdmissionPolicy,
+    route: admission_pb2.RouteRequest,
 ) -> list[str]:
-    """Why a verified, current record does not admit `node`; empty when it does."""
+    """Why a verified, current record does not admit `node` on `route`; empty when it does."""
     where = f"node {node.node_id}: record {rec.record_id[:16]}"
     if rec.scope.lane_id != node.lane_id:
         return [f"{SCOPE_LANE_MISMATCH}: {where}: record is for lane {rec.scope.lane_id!r}, node runs {node.lane_id!r}"]
@@ -191,12 +296,19 @@ def record_refusals(
         parts = [f"{label} {', '.join(ps[:5])}{' ...' if len(ps) > 5 else ''}"
                  for label, ps in (("differ:", changed), ("missing on node:", missing), ("not certified:", extra)) if ps]
         out.append(f"{ARTIFACT_DIGEST_MISMATCH}: {where}: artifacts {'; '.join(parts)}; deploy exactly the certified artifacts")
+    why = model_refusal(rec, route)
+    if why:
+        out.append(f"{SCOPE_MODEL_MISMATCH}: {where}: {why}")
+    why = recipe_refusal(rec.recipe if rec.HasField("recipe") else None, route.recipe if route.HasField("recipe") else None)
+    if why:
+        out.append(f"{SCOPE_RECIPE_MISMATCH}: {where}: {why}")
     statuses = {c.name: c.status for c in rec.checks}
     for name in policy.required_checks:
         if name not in statuses:
             out.append(f"{REQUIRED_CHECK_MISSING}: {where}: policy requires check {name!r}, the record has none; rerun the runner with it")
         elif statuses[name] != _PASS:
-            status = runner_report_pb2.CheckResult.Status.Name(statuses[name])
+            status = runner_report_pb2.CheckResult.Status.DESCRIPTOR.values_by_number.get(statuses[name])
+            status = status.name if status else str(statuses[name])
             out.append(f"{REQUIRED_CHECK_FAILED}: {where}: policy requires check {name!r} PASS, the record says {status}")
     for floor in policy.speed_floors:
         if floor.lane_id not in ("*", node.lane_id):
@@ -206,6 +318,14 @@ def record_refusals(
             out.append(f"{SPEED_FLOOR}: {where}: metric {floor.metric!r} absent, policy floor {floor.min_value:g}")
         elif not value >= floor.min_value:  # `not >=` also refuses NaN
             out.append(f"{SPEED_FLOOR}: {where}: {floor.metric} {value:g} < floor {floor.min_value:g}")
+    for ceiling in policy.metric_ceilings:
+        if ceiling.lane_id not in ("*", node.lane_id):
+            continue
+        value = rec.metrics.get(ceiling.metric)
+        if value is None:
+            out.append(f"{METRIC_CEILING}: {where}: metric {ceiling.metric!r} absent, policy ceiling {ceiling.max_value:g}")
+        elif not value <= ceiling.max_value:  # `not <=` also refuses NaN
+            out.append(f"{METRIC_CEILING}: {where}: {ceiling.metric} {value:g} > ceiling {ceiling.max_value:g}")
     return out
 
 
@@ -213,11 +333,26 @@ def scope_key(lane_id: str, dc: runner_report_pb2.DeviceClass) -> tuple[str, ...
     return (lane_id, *(getattr(dc, f) for f in SCOPE_FIELDS))
 
 
-def _decide_node(node, by_scope, by_lane, failed, policy) -> admission_pb2.LaneDecision:
+def _node_problem(node: admission_pb2.NodeDescription) -> str:
+    seen: set[str] = set()
+    dup = None
+    for a in node.artifacts:
+        if a.path in seen:
+            dup = a.path
+            break
+        seen.add(a.path)
+    return f"{MALFORMED_ROUTE}: node {node.node_id}: lists artifact path {dup} twice" if dup is not None else ""
+
+
+def _decide_node(node, by_scope, by_lane, failed, policy, route, compat_labels=()) -> admission_pb2.LaneDecision:
     lane = admission_pb2.LaneDecision(node_id=node.node_id, lane_id=node.lane_id)
+    problem = _node_problem(node)
+    if problem:
+        lane.reasons.append(problem)
+        return lane
     # Fast path: only records of exactly this scope can admit the node.
     for c in by_scope.get(scope_key(node.lane_id, node.device_class), ()):
-        if not record_refusals(c.record, node, policy):
+        if not record_refusals(c.record, node, policy, route):
             lane.routable = True
             lane.record_id = c.record.record_id
             return lane
@@ -225,7 +360,7 @@ def _decide_node(node, by_scope, by_lane, failed, policy) -> admission_pb2.LaneD
     candidates = by_lane.get(node.lane_id, [])
     reasons: list[str] = []
     for c in candidates:
-        reasons.extend(record_refusals(c.record, node, policy))
+        reasons.extend(record_refusals(c.record, node, policy, route))
     same_lane_failed = [f for f in failed if f.claimed_lane == node.lane_id]
     if not candidates and not same_lane_failed:
         # Nothing claims this lane: show every unverifiable record (its claim may be garbled) and
@@ -238,7 +373,10 @@ def _decide_node(node, by_scope, by_lane, failed, policy) -> admission_pb2.LaneD
                 f"records cover {other}; certify this lane"
             )
         elif not failed:
-            reasons.append(f"{NO_RECORD}: node {node.node_id}: no record for lane {node.lane_id!r}; certify this lane first")
+            also = (f" (compatibility records {', '.join(compat_labels[:5])} were given, but they prove agreement "
+                    "between certified lanes, not a lane)") if compat_labels else ""
+            reasons.append(f"{NO_RECORD}: node {node.node_id}: no certification record for lane {node.lane_id!r}{also}; "
+                           "certify this lane first")
     else:
         reasons.extend(f"{f.refusal_code}: node {node.node_id}: {f.refusal}" for f in same_lane_failed)
     lane.reasons.extend(reasons)
@@ -305,10 +443,14 @@ def decide(
 
     if not route.nodes:
         decision.reasons.append(f"{NO_NODES}: route {route.route_id!r} lists no nodes")
+    dup_ids = sorted(i for i, n in collections.Counter(n.node_id for n in route.nodes).items() if n > 1)
+    if dup_ids:  # which description of the node would count? Neither: the route is ambiguous
+        decision.reasons.append(f"{MALFORMED_ROUTE}: route lists node id(s) {dup_ids} more than once")
     admitted: list[certification_pb2.CertificationRecord] = []
     record_by_id = {c.record.record_id: c.record for cs in by_lane.values() for c in cs}
+    compat_labels = [i.label for i in compat_items]
     for node in route.nodes:
-        lane = _decide_node(node, by_scope, by_lane, failed, policy)
+        lane = _decide_node(node, by_scope, by_lane, failed, policy, route, compat_labels)
         decision.lanes.append(lane)
         decision.reasons.extend(lane.reasons)
         if lane.routable:
@@ -337,8 +479,16 @@ def decide(
 
 
 def route_from_nodes(
-    nodes: Iterable[admission_pb2.NodeDescription], model_sha256: str, route_id: str = ""
+    nodes: Iterable[admission_pb2.NodeDescription],
+    model_sha256: str,
+    route_id: str = "",
+    recipe: runner_report_pb2.Recipe | None = None,
+    model_shard_sha256: Sequence[str] = (),
 ) -> admission_pb2.RouteRequest:
+    """A RouteRequest; without `recipe` the route states none and every node is refused for it."""
     route = admission_pb2.RouteRequest(route_id=route_id, model_sha256=model_sha256)
     route.nodes.extend(nodes)
+    if recipe is not None:
+        route.recipe.CopyFrom(recipe)
+    route.model_shard_sha256.extend(model_shard_sha256)
     return route

@@ -35,8 +35,12 @@ def signed(report, key, issued_at=NOW, days=30, mutate=None):
     return records.sign_record(rec, key)
 
 
-def decide(policy, envs, nodes, compat=(), now=LATER, model=MODEL):
-    route = admission.route_from_nodes(nodes, model, "r1")
+ROUTE_RECIPE = sample_reports.make_recipe(kv_cache_types=["f16"], flash_attention=["off"], context_size=2048,
+                                          parallel_sequences=1)
+
+
+def decide(policy, envs, nodes, compat=(), now=LATER, model=MODEL, recipe=ROUTE_RECIPE, shards=()):
+    route = admission.route_from_nodes(nodes, model, "r1", recipe, shards)
     return admission.decide(policy, list(envs), list(compat), route, now)
 
 
@@ -188,6 +192,21 @@ def test_speed_floor_for_other_lane_does_not_apply(policy, key):
     assert decide(p, [signed(slow, key)], [sample_reports.node_for(slow)]).routable
 
 
+def test_metric_ceiling(policy, key):
+    report = sample_reports.make_report()
+    report.checks[3].metrics["slot_seconds"] = 7.5  # check 3 is speed in the sample report
+    p = sample_reports.make_policy(key)
+    p.metric_ceilings.add(lane_id="*", metric="speed.slot_seconds", max_value=5.0)
+    assert_refused(decide(p, [signed(report, key)], [sample_reports.node_for(report)]), "metric-ceiling")
+    p.metric_ceilings[0].max_value = 8.0
+    assert decide(p, [signed(report, key)], [sample_reports.node_for(report)]).routable
+    p.metric_ceilings[0].metric = "speed.absent_seconds"  # a ceiling on a figure the record lacks refuses
+    assert_refused(decide(p, [signed(report, key)], [sample_reports.node_for(report)]), "metric-ceiling")
+    report.checks[3].metrics["slot_seconds"] = float("nan")
+    p.metric_ceilings[0].metric = "speed.slot_seconds"
+    assert_refused(decide(p, [signed(report, key)], [sample_reports.node_for(report)]), "metric-ceiling")
+
+
 def test_newest_good_record_wins_over_bad_ones(policy, key):
     report = sample_reports.make_report()
     stale = signed(report, key, issued_at=NOW - dt.timedelta(days=40), days=30)
@@ -251,13 +270,13 @@ def test_two_lane_route_with_unfit_compatibility_refused(policy, key, two_lanes,
 def test_compatibility_record_is_not_a_certification_record(policy, key):
     report = sample_reports.make_report()
     d = decide(policy, [_compat(key)], [sample_reports.node_for(report)])
-    assert_refused(d, "unsupported-schema")
+    assert_refused(d, "wrong-record-kind")
 
 
 def test_cache_gives_same_decision(policy, key, two_lanes):
     envs, nodes = two_lanes
     cache = admission.VerificationCache()
-    route = admission.route_from_nodes(nodes, MODEL, "r1")
+    route = admission.route_from_nodes(nodes, MODEL, "r1", ROUTE_RECIPE)
     bad = dsse.Envelope()
     bad.CopyFrom(envs[0])
     bad.payload = bad.payload[:-1] + bytes([bad.payload[-1] ^ 1])

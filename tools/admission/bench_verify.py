@@ -31,7 +31,7 @@ def build(n: int, key: Ed25519PrivateKey):
             report, report.SerializeToString(), dsse.keyid_for(key), sample_reports.NOW, 30, "test-policy")
         envs.append(admission.SignedInput.from_envelope(records.sign_record(rec, key)))
         nodes.append(sample_reports.node_for(report, f"node-{i}"))
-    return envs, admission.route_from_nodes(nodes, sample_reports.MODEL_SHA256, "bench")
+    return envs, admission.route_from_nodes(nodes, sample_reports.MODEL_SHA256, "bench", sample_reports.make_recipe())
 
 
 def best_rate(fn, n: int, repeat: int) -> float:

@@ -36,6 +36,17 @@ def test_policy_tool_creates_and_updates(tmp_path):
     assert policy_lib.policy_digest(policy_lib.load_policy(path)) == policy_lib.policy_digest(p)
 
 
+def test_policy_tool_removes_a_key(tmp_path):
+    old, new = keys.generate("old", tmp_path / "keys"), keys.generate("new", tmp_path / "keys")
+    path = tmp_path / "policy.json"
+    policy_tool.update_policy_file(path, policy_id="t", public_key=old.public_raw.read_bytes())
+    policy_tool.update_policy_file(path, public_key=new.public_raw.read_bytes())
+    p = policy_tool.update_policy_file(path, remove_keyids=[old.keyid])
+    assert [k.keyid for k in p.trusted_keys] == [new.keyid]
+    with pytest.raises(PolicyError, match="no trusted key"):
+        policy_tool.update_policy_file(path, remove_keyids=[old.keyid])
+
+
 def test_policy_errors(tmp_path):
     with pytest.raises(PolicyError, match="policy_id"):
         policy_tool.update_policy_file(tmp_path / "p.json")
@@ -69,11 +80,15 @@ def test_sign_then_admit_through_files(tmp_path):
         node_paths.append(str(node_path))
     (records_dir / "junk.dsse.json").write_text("not json")
 
-    one, problems = admission_cli.decide_from_files(policy_path, records_dir, node_paths[:1], sample_reports.MODEL_SHA256)
+    recipe = sample_reports.make_recipe(kv_cache_types=["f16"])
+    one, problems = admission_cli.decide_from_files(policy_path, records_dir, node_paths[:1], sample_reports.MODEL_SHA256,
+                                                    recipe=recipe)
     assert one.routable, one.reasons
-    assert len(problems) == 1 and "junk" in problems[0]
+    assert len(problems) == 1 and problems[0].file == "junk.dsse.json" and problems[0].code == "malformed-envelope"
+    assert list(one.unusable_inputs) == problems
 
-    two, _ = admission_cli.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256)
+    two, _ = admission_cli.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256,
+                                             recipe=recipe)
     assert not two.routable
     assert two.reasons[0].startswith(admission.MIXED_WITHOUT_COMPATIBILITY + ":")
 
@@ -82,11 +97,12 @@ def test_sign_then_admit_through_files(tmp_path):
                                                        "max_abs_delta_logit": 1.0}}
     (tmp_path / "compat.json").write_text(json.dumps(compat))
     certify_cli.sign_compatibility_file(tmp_path / "compat.json", files.private_key, policy_path, records_dir, 30)
-    two, _ = admission_cli.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256, "r")
+    two, _ = admission_cli.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256, "r",
+                                             recipe=recipe)
     assert two.routable, two.reasons
     assert len(two.input_record_digests) == 3
 
 
 if __name__ == "__main__":
-    import sys, pytest
+    import sys
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -2,6 +2,9 @@
 
 The digest is sha256 over canonical JSON (proto field names, sorted keys, no whitespace), so anyone
 can recompute it from the policy file with any JSON tool, independent of protobuf's wire encoding.
+
+A policy is parsed strictly: a duplicate JSON key, a keyid listed twice, deep nesting, unknown
+fields or non-UTF-8 bytes are a PolicyError (order in the file never decides trust).
 """
 
 from __future__ import annotations
@@ -13,17 +16,19 @@ import pathlib
 from google.protobuf import json_format
 
 from proto import admission_pb2
-from tools.certify import trust
-from tools.certify.errors import PolicyError
+from tools.admission import safe_io
+from tools.certify import dsse, trust
+from tools.certify.errors import CertifyError, PolicyError
 
 POLICY_SCHEMA_VERSION = 1
 
 
-def policy_from_json(text: str, source: str = "policy") -> admission_pb2.AdmissionPolicy:
+def policy_from_json(text: str | bytes, source: str = "policy") -> admission_pb2.AdmissionPolicy:
     policy = admission_pb2.AdmissionPolicy()
     try:
-        json_format.Parse(text, policy)
-    except json_format.ParseError as err:
+        obj = dsse.loads_strict(text)  # duplicate keys / depth / UTF-8 first: json_format keeps the last duplicate
+        json_format.ParseDict(obj, policy)
+    except (CertifyError, json_format.ParseError) as err:
         raise PolicyError(f"{source}: not an AdmissionPolicy in JSON ({err}); see tools/admission/policy_tool.py") from err
     validate(policy, source)
     return policy
@@ -32,10 +37,10 @@ def policy_from_json(text: str, source: str = "policy") -> admission_pb2.Admissi
 def load_policy(path: pathlib.Path | str) -> admission_pb2.AdmissionPolicy:
     path = pathlib.Path(path)
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise PolicyError(f"{path}: cannot read policy ({err.strerror}); create one with policy_tool.py") from err
-    return policy_from_json(text, str(path))
+        data = safe_io.read_regular_file(path)
+    except CertifyError as err:
+        raise PolicyError(f"{path}: cannot read policy ({err}); create one with policy_tool.py") from err
+    return policy_from_json(data, str(path))
 
 
 def validate(policy: admission_pb2.AdmissionPolicy, source: str = "policy") -> trust.TrustStore:
@@ -49,6 +54,14 @@ def validate(policy: admission_pb2.AdmissionPolicy, source: str = "policy") -> t
     for f in policy.speed_floors:
         if not f.lane_id or not f.metric:
             raise PolicyError(f"{source}: speed floor {f} needs lane_id ('*' for all) and metric")
+    seen: set[tuple[str, str]] = set()
+    for c in policy.metric_ceilings:
+        if not c.lane_id or not c.metric:
+            raise PolicyError(f"{source}: metric ceiling {c} needs lane_id ('*' for all) and metric")
+        if (c.lane_id, c.metric) in seen:
+            raise PolicyError(f"{source}: metric ceiling for lane {c.lane_id!r} metric {c.metric!r} listed twice; "
+                              "keep one (order must not decide)")
+        seen.add((c.lane_id, c.metric))
     try:
         return trust.TrustStore.from_trusted_keys(policy.trusted_keys)
     except PolicyError as err:

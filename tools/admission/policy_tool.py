@@ -35,6 +35,10 @@ def define_flags() -> None:
     flags.DEFINE_integer("valid_days", 365, "Key validity when --not_after is not given.")
     flags.DEFINE_multi_string("required_check", [], "Check that must be PASS in a record (replaces the list if given).")
     flags.DEFINE_multi_string("speed_floor", [], "LANE:METRIC:MIN, LANE '*' for every lane (replaces same lane+metric).")
+    flags.DEFINE_multi_string("metric_ceiling", [], "LANE:METRIC:MAX, e.g. '*:cancellation.stream_task_seconds:5' "
+                              "(replaces same lane+metric; the runner uses it as the check's bound).")
+    flags.DEFINE_multi_string("remove_key", [], "Keyid to stop trusting (e.g. a lost key, or one whose records were "
+                              "superseded); every record it signed is then refused as unknown-key.")
     flags.DEFINE_integer("max_record_age_days", None, "Refuse records issued longer ago than this.")
     flags.DEFINE_multi_integer("supported_record_schema_version", [], "Record schema versions accepted (replaces).")
 
@@ -87,6 +91,13 @@ def set_speed_floor(policy: admission_pb2.AdmissionPolicy, lane_id: str, metric:
     policy.speed_floors.add(lane_id=lane_id, metric=metric, min_value=min_value)
 
 
+def set_metric_ceiling(policy: admission_pb2.AdmissionPolicy, lane_id: str, metric: str, max_value: float) -> None:
+    kept = [c for c in policy.metric_ceilings if (c.lane_id, c.metric) != (lane_id, metric)]
+    del policy.metric_ceilings[:]
+    policy.metric_ceilings.extend(kept)
+    policy.metric_ceilings.add(lane_id=lane_id, metric=metric, max_value=max_value)
+
+
 def parse_speed_floor(text: str) -> tuple[str, str, float]:
     lane, sep, rest = text.partition(":")
     metric, sep2, value = rest.rpartition(":")
@@ -109,14 +120,22 @@ def update_policy_file(
     valid_days: int = 365,
     required_checks: Iterable[str] | None = None,
     speed_floors: Iterable[tuple[str, str, float]] = (),
+    metric_ceilings: Iterable[tuple[str, str, float]] = (),
     max_record_age_days: int | None = None,
     supported_record_schema_versions: Iterable[int] | None = None,
+    remove_keyids: Iterable[str] = (),
 ) -> admission_pb2.AdmissionPolicy:
     """Loads `path` (or starts a new policy), applies the changes, validates and writes it back."""
     path = pathlib.Path(path)
     policy = policy_lib.load_policy(path) if path.exists() else new_policy(policy_id)
     if policy_id:
         policy.policy_id = policy_id
+    for keyid in remove_keyids:
+        kept = [k for k in policy.trusted_keys if k.keyid != keyid]
+        if len(kept) == len(policy.trusted_keys):
+            raise PolicyError(f"{path}: no trusted key {keyid!r} to remove")
+        del policy.trusted_keys[:]
+        policy.trusted_keys.extend(kept)
     if public_key is not None:
         start = not_before or timestamps.now()
         add_trusted_key(policy, public_key, start, not_after or start + dt.timedelta(days=valid_days), owner)
@@ -124,6 +143,8 @@ def update_policy_file(
         set_required_checks(policy, required_checks)
     for lane, metric, value in speed_floors:
         set_speed_floor(policy, lane, metric, value)
+    for lane, metric, value in metric_ceilings:
+        set_metric_ceiling(policy, lane, metric, value)
     if max_record_age_days is not None:
         policy.max_record_age_days = max_record_age_days
     if supported_record_schema_versions is not None:
@@ -158,8 +179,10 @@ def _run_from_flags() -> admission_pb2.AdmissionPolicy:
         valid_days=FLAGS.valid_days,
         required_checks=FLAGS.required_check or None,
         speed_floors=[parse_speed_floor(s) for s in FLAGS.speed_floor],
+        metric_ceilings=[parse_speed_floor(s) for s in FLAGS.metric_ceiling],
         max_record_age_days=FLAGS.max_record_age_days,
         supported_record_schema_versions=FLAGS.supported_record_schema_version or None,
+        remove_keyids=FLAGS.remove_key,
     )
 
 

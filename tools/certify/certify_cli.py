@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import pathlib
 import sys
 
@@ -20,8 +19,10 @@ from google.protobuf import json_format
 
 from proto import certification_pb2, runner_report_pb2
 from tools.admission import policy as policy_lib
+from tools.admission import safe_io
 from tools.certify import dsse, intoto, keys, records, timestamps
 from tools.certify.errors import CertifyError, IncompleteReportError, UnknownKeyError, UnreadableInputError
+from tools.evidence import atomic_files
 
 FLAGS = flags.FLAGS
 
@@ -43,10 +44,8 @@ def define_flags() -> None:
 
 
 def _write_atomically(path: pathlib.Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    # Temp sibling + fsync + rename + dir fsync; AtomicWriteError (an OSError) names the file.
+    atomic_files.write_text_atomic(path, text)
 
 
 def _require_trusted(env: dsse.Envelope, store, policy_id: str, verify_fn, now: dt.datetime, max_age: int):
@@ -144,10 +143,10 @@ def verify(
     """The record, after checking signature, schema, key window and expiry against the policy."""
     policy = policy_lib.load_policy(policy_path)
     store = policy_lib.validate(policy, str(policy_path))
-    try:
-        env = dsse.envelope_from_json(pathlib.Path(record_path).read_bytes())
-    except OSError as err:
-        raise UnreadableInputError(f"{record_path}: cannot read record ({err.strerror})") from err
+    try:  # a regular file under the size limit, strict JSON of bounded depth (as admission reads it)
+        env = dsse.envelope_from_json(safe_io.read_regular_file(record_path))
+    except CertifyError as err:
+        raise type(err)(f"{record_path}: {err}") from err
     rec = records.verify_record(env, store, policy.supported_record_schema_versions)
     records.check_times(rec, store, now or timestamps.now(), policy.max_record_age_days)
     return rec
@@ -186,7 +185,7 @@ def main(argv: list[str]) -> None:
             text = export_intoto(FLAGS.record, FLAGS.policy, FLAGS.out or None, FLAGS.key or None)
             print(FLAGS.out if FLAGS.out else text, end="\n" if FLAGS.out else "")
     except CertifyError as err:
-        print(f"{err.code}: {err}", file=sys.stderr)
+        print(f"{err.code}: {safe_io.escape(err)}", file=sys.stderr)
         sys.exit(1)
 
 

@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 
 from cryptography.exceptions import InvalidSignature
@@ -18,7 +19,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from proto import certification_pb2
-from tools.certify.errors import BadSignatureError, MalformedEnvelopeError, UnknownKeyError
+from tools.certify.errors import (
+    BadSignatureError,
+    MalformedEnvelopeError,
+    MalformedInputError,
+    NotUtf8Error,
+    UnknownKeyError,
+)
 
 Envelope = certification_pb2.Envelope
 
@@ -136,9 +143,72 @@ def envelope_from_dict(obj: object) -> Envelope:
     return env
 
 
-def envelope_from_json(text: str | bytes) -> Envelope:
+# Every JSON file the tools read (envelopes, policies, nodes, routes) is nested a few levels deep;
+# anything deeper is hostile or broken, and refusing it before parsing keeps recursion bounded.
+MAX_JSON_DEPTH = 32
+
+_JSON_SPECIAL = re.compile(r'[\\"\[\]{}]')
+
+
+def check_json_depth(text: str, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raises MalformedInputError if brackets outside strings nest deeper than max_depth.
+
+    One linear pass over the special characters (a regex per string literal can go quadratic on
+    unterminated strings), run before json.loads so the parser never recurses deeply.
+    """
+    depth = 0
+    in_string = False
+    skip_to = -1
+    for m in _JSON_SPECIAL.finditer(text):
+        pos, c = m.start(), m.group()
+        if pos < skip_to:
+            continue
+        if in_string:
+            if c == "\\":
+                skip_to = pos + 2  # the escaped character, whatever it is
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise MalformedInputError(f"JSON nested deeper than {max_depth} levels")
+        elif c in "]}":
+            depth -= 1
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    obj: dict = {}
+    for k, v in pairs:
+        if k in obj:
+            # json.loads (and json_format) silently keep the last value: order must never decide.
+            raise MalformedInputError(f"duplicate JSON key {k!r}")
+        obj[k] = v
+    return obj
+
+
+def loads_strict(data: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> object:
+    """json.loads that refuses non-UTF-8 bytes (NotUtf8Error), duplicate keys and deep nesting
+    (MalformedInputError) and any other non-JSON (MalformedInputError); never RecursionError."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise NotUtf8Error(f"not UTF-8 (byte {err.start}: {data[err.start:err.start + 1]!r})") from err
+    check_json_depth(data, max_depth)
     try:
-        obj = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise MalformedEnvelopeError(f"not JSON ({err}); expected a DSSE envelope") from err
+        return json.loads(data, object_pairs_hook=_unique_keys)
+    except RecursionError as err:  # unreachable after the depth check; kept as a second fence
+        raise MalformedInputError("JSON nested too deeply") from err
+    except ValueError as err:
+        raise MalformedInputError(f"not JSON ({err})") from err
+
+
+def envelope_from_json(text: str | bytes) -> Envelope:
+    """Parses DSSE JSON strictly: duplicate keys or deep nesting are a malformed envelope."""
+    try:
+        obj = loads_strict(text)
+    except MalformedInputError as err:
+        raise MalformedEnvelopeError(f"{err}; expected a DSSE envelope") from err
     return envelope_from_dict(obj)

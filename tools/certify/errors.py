@@ -107,3 +107,37 @@ class UnreadableInputError(CertifyError):
     """An input file (report, record, compatibility JSON, node description) is missing or not parseable."""
 
     code = "unreadable-input"
+
+
+class MalformedRecordError(CertifyError):
+    """A signed payload is ambiguous: a duplicate artifact path, check name, shard or lane, a field this
+    schema does not define (protobuf keeps it as an unknown field), or bytes that are not the canonical
+    encoding of the record they decode to. No field is ignorable in a signed payload."""
+
+    code = "malformed-record"
+
+
+class MalformedInputError(CertifyError):
+    """An input file (policy, node, route, record) is ambiguous: a duplicate JSON key, a duplicate
+    keyid, node id, artifact path; or nested deeper than the parser accepts."""
+
+    code = "malformed-input"
+
+
+class NotRegularFileError(CertifyError):
+    """A record path is a FIFO, device, socket, directory or symlink: never opened."""
+
+    code = "not-regular-file"
+
+
+class InputTooLargeError(CertifyError):
+    """An input file is larger than the limit for its kind."""
+
+    code = "input-too-large"
+
+
+class NotUtf8Error(CertifyError):
+    """A JSON input file is not valid UTF-8."""
+
+    code = "not-utf8"
+

@@ -51,5 +51,5 @@ def test_default_dir_honours_xdg(monkeypatch, tmp_path):
 
 
 if __name__ == "__main__":
-    import sys, pytest
+    import sys
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

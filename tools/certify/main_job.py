@@ -8,14 +8,12 @@ verifies the record under the committed policy, and prints the capability matrix
 
 from __future__ import annotations
 
-import datetime as dt
 import getpass
 import os
 import pathlib
 import shutil
 import socket
 import sys
-import tempfile
 
 from absl import app, flags
 
@@ -24,18 +22,24 @@ from tools.admission import policy as policy_lib
 from tools.admission import policy_tool
 from tools.certify import certify_cli, dsse, keys, records
 from tools.certify.errors import CertifyError
-from tools.evidence import build_evidence
+from tools.evidence import atomic_files, build_evidence
+from tools.evidence import run_readme
 from tools.matrix import matrix_view
+from tools.model import model_store
 from tools.runner import report as report_lib
-from tools.runner import runner, speed_floors
+from tools.runner import run_lock, runner, speed_floors
 from tools.runner.config import CHECKS, RunnerConfig
 
 FLAGS = flags.FLAGS
+EMBEDDED_MODEL = "tools/model/tiny_llama_f32.gguf"
 flags.DEFINE_string("lane", "cpu", "Lane alias or id.")
 flags.DEFINE_string("lane_dir", "", "Lane directory (bin/, lib/); default: the lane Bazel built for this job.")
 flags.DEFINE_string("evidence", "", "The lane's <alias>.evidence.pb; default: beside the Bazel-built lane.")
 flags.DEFINE_string("cpu_lane_dir", "", "CPU lane for accelerator parity and speed-up; default: the Bazel-built one.")
-flags.DEFINE_string("model", "tools/model/tiny_llama_f32.gguf", "GGUF to run (default: the embedded model).")
+flags.DEFINE_string("model", EMBEDDED_MODEL, "GGUF to certify: the embedded model (default), or a model in the model "
+                    "store (a path relative to it; for GGUF splits name any split). Never from /home.")
+flags.DEFINE_string("model_store", os.environ.get(model_store.ENV_VAR, ""),
+                    f"Directory operators keep production models in (default ${model_store.ENV_VAR}).")
 flags.DEFINE_string("workspace", os.environ.get("BUILD_WORKSPACE_DIRECTORY", "."), "Workspace holding evidence/.")
 flags.DEFINE_string("policy", "evidence/policy.json", "Admission policy (workspace-relative).")
 flags.DEFINE_string("records", "evidence/records", "Where signed records go (workspace-relative).")
@@ -69,13 +73,14 @@ def ensure_key(key_path: pathlib.Path) -> pathlib.Path:
     return made.private_key
 
 
-def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> None:
-    """Enrols this machine's public key in the policy if it is not there (a reviewable diff)."""
+def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> bool:
+    """Enrols this machine's public key in the policy if it is not there (a reviewable diff).
+    Called on a staged copy of the policy; returns whether it changed."""
     pub = key_path.with_suffix(".pub")
     raw = pub.read_bytes()
     keyid = dsse.keyid_for(dsse.raw_public_key(keys.public_key_from_bytes(raw)))
     if policy_path.exists() and any(k.keyid == keyid for k in policy_lib.load_policy(policy_path).trusted_keys):
-        return
+        return False
     policy_tool.update_policy_file(
         policy_path,
         policy_id="lanes-default",
@@ -86,22 +91,22 @@ def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> None:
         max_record_age_days=None if policy_path.exists() else 90,
         supported_record_schema_versions=None if policy_path.exists() else [1],
     )
-    print(f"certify: enrolled key {keyid[:16]}... in {policy_path}; review and commit it to trust this issuer")
+    print(f"certify: enrolled key {keyid[:16]}... in the policy; review and commit it to trust this issuer")
+    return True
 
 
 def publish_run(staging: pathlib.Path, runs: pathlib.Path, report: runner_report_pb2.RunnerReport,
                 evidence: pathlib.Path) -> pathlib.Path:
-    """Moves a finished run to evidence/runs/<lane>.<device class>/, with the build evidence it names."""
+    """Makes a finished run evidence/runs/<lane>.<device class>/, with the build evidence it names:
+    completed in the staging dir, then copied into a temporary sibling and renamed into place (an
+    earlier run of the same lane and device class is replaced only once the new one is complete)."""
     final = runs / f"{report.lane_id}.{records.device_class_slug(report.device_class)}"
     shutil.copy2(evidence, staging / "build_evidence.pb")
     json_twin = evidence.with_suffix(".json")
     if json_twin.exists():
         shutil.copy2(json_twin, staging / "build_evidence.json")
-    if final.exists():
-        shutil.rmtree(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(staging), final)
-    return final
+    (staging / run_lock.KEPT_MARKER).unlink(missing_ok=True)
+    return atomic_files.publish_dir(staging, final)
 
 
 def load_remote_run(run_dir: pathlib.Path, evidence: pathlib.Path, lane_id: str) -> tuple[pathlib.Path, runner_report_pb2.RunnerReport]:
@@ -116,41 +121,76 @@ def load_remote_run(run_dir: pathlib.Path, evidence: pathlib.Path, lane_id: str)
     if report.build_evidence_digest != build_evidence.evidence_digest(evidence):
         raise MainJobError(f"{report_path} names build evidence {report.build_evidence_digest}, but {evidence} is "
                            f"{build_evidence.evidence_digest(evidence)}: pass the evidence that was carried to that host")
-    staging = pathlib.Path(tempfile.mkdtemp(prefix="lanes-remote-run-")) / "run"
+    staging = run_lock.make_staging_dir("lanes-remote-run-") / "run"
     shutil.copytree(run_dir, staging)
     return staging, report
 
 
+def sweep_leftovers(workspace: pathlib.Path) -> None:
+    """What a killed earlier job left: temporary files under evidence/ and staging dirs (issue 15)."""
+    for line in atomic_files.sweep_leftovers(workspace / "evidence") + run_lock.sweep_stale_staging():
+        print(f"certify: {line}", flush=True)
+
+
 def run_job() -> int:
     workspace = pathlib.Path(FLAGS.workspace).resolve()
+    sweep_leftovers(workspace)
     spec = build_evidence.load_json(SPEC)
     lane_id, alias = resolve_lane(spec, FLAGS.lane)
     lane_dir = pathlib.Path(FLAGS.lane_dir or f"lanes/{alias}").resolve()
     evidence = pathlib.Path(FLAGS.evidence or f"lanes/{alias}.evidence.pb").resolve()
     cpu_lane = pathlib.Path(FLAGS.cpu_lane_dir or "lanes/cpu").resolve()
     policy_path, runs, records_dir = workspace / FLAGS.policy, workspace / FLAGS.runs, workspace / FLAGS.records
-    floor_tg, floor_pp = speed_floors.floors_for_lane(policy_path, lane_id) if policy_path.exists() else (0.0, 0.0)
 
     if FLAGS.remote_run:
         staging, report = load_remote_run(pathlib.Path(FLAGS.remote_run).resolve(), evidence, lane_id)
-        print(report_lib.summary_table(report), flush=True)
-        if not report.pass_recordable:
-            print(f"certify: {FLAGS.remote_run} is not recordable; nothing signed", file=sys.stderr)
-            return 1
-        return sign_and_show(staging, report, evidence, workspace, spec, policy_path, runs, records_dir)
+        try:
+            print(report_lib.summary_table(report), flush=True)
+            if not report.pass_recordable:
+                print(f"certify: {FLAGS.remote_run} is not recordable; nothing signed", file=sys.stderr)
+                return 1
+            return sign_and_show(staging, report, evidence, workspace, spec, policy_path, runs, records_dir)
+        finally:
+            shutil.rmtree(staging.parent, ignore_errors=True)
 
-    staging = pathlib.Path(tempfile.mkdtemp(prefix=f"lanes-run-{alias}-"))
+    # The run happens outside the repository; evidence/ is touched only once it is complete. The
+    # dir's name carries this process's pid and start time: if we are killed, the next run removes it.
+    staging = run_lock.make_staging_dir(f"lanes-run-{alias}-")
+    try:
+        with run_lock.stop_run_on_signal(lambda: None):  # SIGTERM: unwind through the finally below
+            return _run_and_sign(staging, lane_id, alias, lane_dir, evidence, cpu_lane,
+                                 workspace, spec, policy_path, runs, records_dir)
+    finally:
+        if not (staging / run_lock.KEPT_MARKER).exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def resolve_model(model: str, store: str) -> tuple[pathlib.Path, str]:
+    """(file the runner loads, source recorded in the report): the embedded model, or a model from the
+    store (a split set is loaded by its first split; the runner digests every split)."""
+    if model == EMBEDDED_MODEL:
+        return pathlib.Path(model).resolve(), f"embedded://{model}"
+    files = model_store.resolve(model, model_store.store_dir(store or None))
+    return files[0], f"model-store:{files[0]}"
+
+
+def _run_and_sign(staging, lane_id, alias, lane_dir, evidence, cpu_lane, workspace, spec,
+                  policy_path, runs, records_dir) -> int:
+    model, source = resolve_model(FLAGS.model, FLAGS.model_store)
     config = RunnerConfig(
         lane=lane_id, lane_dir=lane_dir, evidence=evidence, spec=pathlib.Path(SPEC).resolve(),
-        model=pathlib.Path(FLAGS.model).resolve(), model_source=f"embedded://{FLAGS.model}" if FLAGS.model.startswith("tools/model/") else FLAGS.model,
+        model=model, model_source=source,
         out_dir=staging, report=staging / "runner_report.pb", cpu_lane_dir=cpu_lane if alias != "cpu" else None,
-        kv_types=tuple(FLAGS.kv_types), speed_floor_tg=floor_tg, speed_floor_pp=floor_pp,
+        kv_types=tuple(FLAGS.kv_types),
     )
+    if policy_path.exists():  # floors, speed-up ratios and bounds, as admission will apply them
+        runner.apply_policy(config, policy_path, lane_id)
     print(f"certify: running every check of {lane_id} on this machine (logs in {staging}/logs)", flush=True)
     report = runner.run(config)
     print(report_lib.summary_table(report), flush=True)
     code = runner.exit_code(report)
     if code != 0 or not report.pass_recordable:
+        (staging / run_lock.KEPT_MARKER).write_text("kept for inspection: a finished, non-recordable run\n")
         print(f"certify: the run is not recordable ({'; '.join(report.non_recordable_reasons) or 'a check failed'}); "
               f"nothing signed. Report and logs: {staging}", file=sys.stderr)
         return code or 1
@@ -160,13 +200,31 @@ def run_job() -> int:
 def sign_and_show(staging: pathlib.Path, report: runner_report_pb2.RunnerReport, evidence: pathlib.Path,
                   workspace: pathlib.Path, spec: dict, policy_path: pathlib.Path, runs: pathlib.Path,
                   records_dir: pathlib.Path) -> int:
-    """Publishes a recordable run under evidence/runs, signs and verifies its record, prints the matrix."""
-    run_dir = publish_run(staging, runs, report, evidence)
+    """Signs and verifies a recordable run, then publishes it: policy (if this key was enrolled), the
+    run dir, the in-toto statement, and the record last, so a record never names a run that is not
+    all there. Everything is prepared outside the repository first; each file is written atomically."""
     key = ensure_key(pathlib.Path(FLAGS.key).expanduser())
-    ensure_trusted(policy_path, key)
-    record_path = certify_cli.certify_report(run_dir / "runner_report.pb", key, policy_path, records_dir, FLAGS.validity_days)
+    pub = run_lock.make_staging_dir(f"lanes-run-{report.lane_id}.publish-")
+    try:
+        staged_policy = pub / "policy.json"
+        if policy_path.exists():
+            shutil.copy2(policy_path, staged_policy)
+        policy_changed = ensure_trusted(staged_policy, key)
+        staged_record = certify_cli.certify_report(staging / "runner_report.pb", key, staged_policy, pub / "records",
+                                                   FLAGS.validity_days)
+        certify_cli.verify(staged_record, staged_policy)
+        statement_name = staged_record.name.replace(".record.dsse.json", ".intoto.json")
+        certify_cli.export_intoto(staged_record, staged_policy, pub / "records" / statement_name)
+        # The hand-off a person reads, generated from the report and the record (never edited).
+        run_readme.write_readme(staging, staged_record)
+        if policy_changed:
+            atomic_files.copy_file_atomic(staged_policy, policy_path)
+        run_dir = publish_run(staging, runs, report, evidence)
+        atomic_files.copy_file_atomic(pub / "records" / statement_name, records_dir / statement_name)
+        record_path = atomic_files.copy_file_atomic(staged_record, records_dir / staged_record.name)
+    finally:
+        shutil.rmtree(pub, ignore_errors=True)
     record = certify_cli.verify(record_path, policy_path)
-    certify_cli.export_intoto(record_path, policy_path, record_path.with_name(record_path.name.replace(".record.dsse.json", ".intoto.json")))
     print(f"certify: report {run_dir.relative_to(workspace)}/runner_report.json")
     print(f"certify: record {record_path.relative_to(workspace)} verified: scope {record.scope.lane_id}, "
           f"issuer {record.issuer[:16]}..., expires {record.expires_at}")
@@ -180,9 +238,13 @@ def main(argv: list[str]) -> int:
     del argv
     try:
         return run_job()
-    except (MainJobError, CertifyError) as err:
+    except (MainJobError, CertifyError, model_store.ModelStoreError, speed_floors.PolicyFloorsError) as err:
         print(f"certify: {err}", file=sys.stderr)
         return 2
+    except atomic_files.AtomicWriteError as err:
+        print(f"certify: {err}; nothing was published partially (each file under evidence/ is old or new, "
+              "never half-written)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -2,6 +2,15 @@
 
 The payload type names the schema version ("...certification-record.v1+protobuf"); a verifier refuses
 versions it does not know instead of guessing at their meaning.
+
+A signed payload must be unambiguous (MalformedRecordError otherwise):
+- No field is ignorable in a signed payload: a field this schema does not define (protobuf keeps it
+  as an unknown field) is refused, since a newer signer may have meant it to restrict the record.
+- The payload must be the canonical (deterministic) encoding of the record it decodes to; protobuf
+  silently keeps the last of two encodings of one field, so a non-canonical payload could mean two
+  things to two parsers.
+- Artifact paths, check names, model shard names, lane ids and record ids are each listed once: with
+  two entries one reader would take the first, another the last, and order would decide trust.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from typing import TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import message as pb_message
+from google.protobuf import unknown_fields as pb_unknown_fields
 
 from proto import certification_pb2, runner_report_pb2
 from tools.certify import dsse, timestamps, trust
@@ -23,6 +33,7 @@ from tools.certify.errors import (
     IncompleteReportError,
     IssuerMismatchError,
     MalformedEnvelopeError,
+    MalformedRecordError,
     NotRecordableError,
     NotYetValidError,
     ReportDigestError,
@@ -107,6 +118,9 @@ def _check_recordable(report: runner_report_pb2.RunnerReport) -> None:
             ("build_evidence_digest", report.build_evidence_digest),
             ("artifacts", len(report.artifacts)),
             ("model.sha256", report.model.sha256),
+            # A record proves a recipe (KV types, flash attention, offload, sizes); without one it
+            # would prove nothing admission can compare a route against.
+            ("recipe", report.HasField("recipe") and report.recipe.kv_cache_types and report.recipe.flash_attention),
         )
         if not present
     ]
@@ -146,7 +160,8 @@ def record_from_report(
     record.scope.lane_id = report.lane_id
     record.scope.device_class.CopyFrom(report.device_class)
     record.artifacts.extend(report.artifacts)
-    record.model.CopyFrom(report.model)
+    record.model.CopyFrom(report.model)  # incl. every GGUF split's sha256/size
+    record.recipe.CopyFrom(report.recipe)
     for c in report.checks:
         summary = record.checks.add(name=c.name, status=c.status, required=c.required)
         summary.counts.update(c.counts)
@@ -175,6 +190,62 @@ def sign_compatibility(record: certification_pb2.CompatibilityRecord, private_ke
     return _sign(record, COMPATIBILITY_FAMILY, private_key)
 
 
+def _unknown_fields(msg: pb_message.Message, where: str) -> list[str]:
+    """Paths of (sub)messages that carry fields this schema does not define."""
+    out = [where or "(record)"] if len(pb_unknown_fields.UnknownFieldSet(msg)) else []
+    for fd, value in msg.ListFields():
+        name = f"{where}.{fd.name}" if where else fd.name
+        if fd.enum_type is not None:  # proto3 keeps undefined enum numbers: unknown values, same rule
+            for v in (value if fd.is_repeated else [value]):
+                if v not in fd.enum_type.values_by_number:
+                    out.append(f"{name}={v}")
+            continue
+        if fd.message_type is None:
+            continue
+        if fd.message_type.GetOptions().map_entry:
+            value_fd = fd.message_type.fields_by_name["value"]
+            if value_fd.message_type is not None:
+                for k, v in value.items():
+                    out += _unknown_fields(v, f"{name}[{k!r}]")
+        elif fd.is_repeated:
+            for i, v in enumerate(value):
+                out += _unknown_fields(v, f"{name}[{i}]")
+        else:
+            out += _unknown_fields(value, name)
+    return out
+
+
+def _first_duplicate(values) -> str | None:
+    seen = set()
+    for v in values:
+        if v in seen:
+            return v
+        seen.add(v)
+    return None
+
+
+def check_well_formed(record: Record, payload: bytes) -> None:
+    """Raises MalformedRecordError unless `record`, decoded from `payload`, is unambiguous (see module doc)."""
+    unknown = _unknown_fields(record, "")
+    if unknown:
+        raise MalformedRecordError(
+            f"unknown field(s) in signed payload at {', '.join(unknown[:5])}; no field is ignorable in a "
+            "signed payload: update tools/certify or re-issue the record"
+        )
+    if record.SerializeToString(deterministic=True) != payload:
+        raise MalformedRecordError("signed payload is not the canonical encoding of its record; re-issue the record")
+    if isinstance(record, certification_pb2.CertificationRecord):
+        lists = (("artifact path", [a.path for a in record.artifacts]),
+                 ("check", [c.name for c in record.checks]),
+                 ("model shard", [m.name for m in record.model.shards]))
+    else:
+        lists = (("lane", list(record.lane_ids)), ("certification record id", list(record.certification_record_ids)))
+    for label, values in lists:
+        dup = _first_duplicate(values)
+        if dup is not None:
+            raise MalformedRecordError(f"duplicate {label} {dup}; every entry must be listed once")
+
+
 def _verify(
     env: dsse.Envelope,
     trusted,
@@ -199,6 +270,7 @@ def _verify(
         record = cls.FromString(env.payload)
     except pb_message.DecodeError as err:
         raise MalformedEnvelopeError(f"signed payload is not a {cls.__name__} ({err})") from err
+    check_well_formed(record, env.payload)
     if record.schema_version != version:
         raise UnsupportedSchemaError(
             f"payload schema_version {record.schema_version} disagrees with payload type v{version}; re-issue the record"
@@ -214,7 +286,8 @@ def _verify(
 def verify_record(
     env: dsse.Envelope, trusted, supported_versions: Collection[int] | None = None
 ) -> certification_pb2.CertificationRecord:
-    """Checks signature by a trusted key, payload type and schema version; returns the record.
+    """Checks signature by a trusted key, payload type, schema version and that the payload is
+    unambiguous (no unknown fields, canonical, no duplicates: see the module doc); returns the record.
 
     `trusted`: a trust.TrustStore, the policy's TrustedKey list, or keyid -> Ed25519PublicKey.
     Time checks (expiry, key window) are separate: check_times(), since they need `now`.

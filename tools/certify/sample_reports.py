@@ -43,6 +43,9 @@ def make_report(lane_id: str = "linux-x86_64-cpu", tg_tokens_per_s: float = 50.0
     report.model.name = "tiny-llama-f16"
     report.model.sha256 = MODEL_SHA256
     report.model.source = "embedded://tiny"
+    report.model.size = 1234
+    report.model.shards.add(name="tiny-llama-f16.gguf", sha256=MODEL_SHA256, size=1234)
+    report.recipe.CopyFrom(make_recipe())
     for name in REQUIRED_CHECKS:
         check = report.checks.add(name=name, status=runner_report_pb2.CheckResult.PASS, required=True)
         if name == "speed":
@@ -53,6 +56,14 @@ def make_report(lane_id: str = "linux-x86_64-cpu", tg_tokens_per_s: float = 50.0
             check.counts["failed"] = 0
     report.checks.add(name="cancellation", status=runner_report_pb2.CheckResult.SKIPPED, required=False)
     return report
+
+
+def make_recipe(**overrides) -> runner_report_pb2.Recipe:
+    """The recipe the sample runs prove; a route asking for this (or less) is inside it."""
+    fields = dict(kv_cache_types=["f16", "q8_0"], flash_attention=["on", "off"], n_gpu_layers=0,
+                  context_size=4096, batch_size=2048, ubatch_size=512, parallel_sequences=4)
+    fields.update(overrides)
+    return runner_report_pb2.Recipe(**fields)
 
 
 def trusted_key(key: Ed25519PrivateKey, not_before: dt.datetime, not_after: dt.datetime, owner: str = "test") -> admission_pb2.TrustedKey:

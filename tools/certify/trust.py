@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 from collections.abc import Iterable, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -26,8 +27,27 @@ class TrustStore:
     """keyid -> TrustedSigner. Built once per policy: parsing keys per verification is wasted work."""
 
     def __init__(self, signers: Iterable[TrustedSigner] = ()):
-        self.signers: dict[str, TrustedSigner] = {s.keyid: s for s in signers}
+        self.signers: dict[str, TrustedSigner] = {}
+        for s in signers:
+            if s.keyid in self.signers:
+                # Two entries for one key (say an expired window and a valid one): whichever came
+                # last would win, so order would decide trust. Refuse instead.
+                raise PolicyError(f"keyid {s.keyid[:16]}.. is listed twice; keep one entry per key")
+            self.signers[s.keyid] = s
         self.public_keys: dict[str, Ed25519PublicKey] = {k: s.public_key for k, s in self.signers.items()}
+        self.digest = self._content_digest()
+
+    def _content_digest(self) -> str:
+        """sha256 over every signer's keyid, raw key, window and owner, in keyid order: two stores
+        with the same content share cache entries, and any change gives a new digest."""
+        h = hashlib.sha256()
+        for keyid in sorted(self.signers):
+            s = self.signers[keyid]
+            for part in (keyid, dsse.raw_public_key(s.public_key).hex(), s.not_before.isoformat(),
+                         s.not_after.isoformat(), s.owner):
+                data = part.encode("utf-8", "surrogatepass")
+                h.update(len(data).to_bytes(8, "big") + data)  # length-prefixed: no ambiguous joins
+        return "sha256:" + h.hexdigest()
 
     @classmethod
     def from_trusted_keys(cls, keys: Iterable[admission_pb2.TrustedKey]) -> "TrustStore":

@@ -6,6 +6,10 @@
 # back on the issuer's machine (certify_cli --mode=sign): the private key never travels.
 #
 #   usage: certify_remote_cuda.sh CARRY_DIR OUT_DIR
+#   KILL_DURING=<step> (optional, issue 15): first start a bring-up run (non-recordable), SIGKILL the
+#   runner once <step> has started, and record what is left (processes, GPU memory) in
+#   OUT_DIR/kill_test.txt; the certification run that follows is "the next run" whose preflight
+#   must find the dead run's lock and report what it reaped.
 set -euo pipefail
 carry=$(cd "$1" && pwd); out=$2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,24 +37,48 @@ python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf
 if ldd "$work/lanes/cuda/lib/libggml-cuda.so.0" | grep -q "not found"; then
   export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}${CUDA_HOME:-/usr/local/cuda}/lib64"
 fi
-{ nvidia-smi; python3 --version; echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"; ldd "$work/lanes/cuda/lib/libggml-cuda.so.0";
-  cat /usr/local/cuda/version.json 2>/dev/null; } > "$out/host.txt" 2>&1 || true
+# Host facts (nvidia-smi, resolved CUDA libraries, LD_LIBRARY_PATH, toolkit version.json, python)
+# and the bandwidth ceiling (tools/runner/cuda/membw.cu, compiled with this host's nvcc) are taken
+# by the runner itself, inside its preflight and speed steps, so that they are digested with the run.
+export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
 
-# The bandwidth ceiling, measured on this GPU now.
-nvcc -O2 -arch=sm_90a -o "$work/membw" "$repo/tools/runner/cuda/membw.cu"
-"$work/membw" | tee "$out/membw.json"
-bw=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bandwidth_gbs"])' "$out/membw.json")
+runner_args=(--lane=linux-x86_64-cuda
+  --lane_dir="$work/lanes/cuda" --evidence="$work/lanes/cuda.evidence.pb"
+  --cpu_lane_dir="$work/lanes/cpu" --spec="$carry/spec.json"
+  --model="$work/models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf
+  --roofline_model="$work/models/roofline_f16.gguf" --policy="$repo/evidence/policy.json")
+
+gpu_state() {  # GPU memory in use and every process of either lane still alive
+  echo "# $1 $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
+  echo "lane processes alive: $(pgrep -fc "$work/lanes/" || true)"
+  pgrep -fa "$work/lanes/" || true
+}
+
+if [ -n "${KILL_DURING:-}" ]; then
+  {
+    gpu_state "baseline before the killed run"
+    python3 -m tools.runner.runner "${runner_args[@]}" --skip=fixture_parity,op_oracle \
+      --out_dir="$work/killed" --report="$work/killed/runner_report.pb" > "$out/killed_runner.txt" 2>&1 &
+    victim=$!
+    for _ in $(seq 600); do [ -e "$work/killed/logs/$KILL_DURING.log" ] && break; sleep 0.2; done
+    sleep 3
+    gpu_state "during $KILL_DURING, runner pid $victim"
+    kill -KILL "$victim"; wait "$victim" 2>/dev/null || true
+    echo "# SIGKILL sent to runner pid $victim during $KILL_DURING"
+    sleep 5
+    gpu_state "5 s after the kill"
+    ls -d /tmp/lanes-run* 2>/dev/null | sed 's/^/staging left: /' || true
+  } 2>&1 | tee "$out/kill_test.txt"
+fi
 
 set +e
-python3 -m tools.runner.runner --lane=linux-x86_64-cuda \
-  --lane_dir="$work/lanes/cuda" --evidence="$work/lanes/cuda.evidence.pb" \
-  --cpu_lane_dir="$work/lanes/cpu" --spec="$carry/spec.json" \
-  --model="$work/models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf \
-  --roofline_model="$work/models/roofline_f16.gguf" --hbm_bandwidth_gbs="$bw" \
-  --policy="$repo/evidence/policy.json" \
+python3 -m tools.runner.runner "${runner_args[@]}" \
   --out_dir="$work/run" --report="$work/run/runner_report.pb" 2>&1 | tee "$out/runner.txt"
 status=${PIPESTATUS[0]}
 set -e
 tar -cJf "$out/run.tar.xz" -C "$work" run
+[ -n "${KILL_DURING:-}" ] && gpu_state "after the certification run" >> "$out/kill_test.txt"
 echo "runner exit status $status"
 exit "$status"

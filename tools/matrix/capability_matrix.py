@@ -18,6 +18,7 @@ from tools.evidence import build_evidence
 
 BUILT, UNAVAILABLE, FAILED, NOT_BUILT = "BUILT", "UNAVAILABLE", "FAILED", "NOT BUILT"
 DARK = "dark"
+CERTIFIED = "certified"  # the only certification value that names a record for exactly this build
 
 
 @dataclasses.dataclass
@@ -126,7 +127,8 @@ def render_html(rows: list[LaneRow], host: dict[str, Any]) -> str:
     body = []
     for r in rows:
         build_cls = r.build_status.split()[0]
-        cert_cls = "certified" if r.certification != DARK else "dark"
+        # Only a record for exactly this build is "certified"; anything else reads as dark.
+        cert_cls = "certified" if r.certification == CERTIFIED else "dark"
         classes = "<br>".join(html.escape(c) for c in r.certified_device_classes)
         body.append(
             "<tr>"

@@ -17,6 +17,9 @@ from tools.certify.errors import CertifyError
 from tools.matrix.capability_matrix import DARK, Certifier
 
 CERTIFIED = "certified"
+# The lane is built here, but no record names this build's evidence: a record proves the artifacts
+# it was run on, never a rebuild, so the lane is neither certified nor routable until re-certified.
+OTHER_BUILD = "BUILT, record is for another build"
 
 
 def describe_device_class(dc: runner_report_pb2.DeviceClass) -> str:
@@ -60,13 +63,28 @@ def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path) -> Ce
         verified.append((item, record))
 
     def certify(lane_id: str, evidence_digest: str):
-        del evidence_digest  # a record names its own build; the matrix does not re-bind it here
         mine = [(i, r) for i, r in verified if r.scope.lane_id == lane_id]
         if not mine:
             return DARK, [], False, refusals[0] if refusals else "no certification record"
+        if evidence_digest:
+            # Bind the record to the build on disk: a rebuilt lane is not the lane that was certified.
+            bound = [(i, r) for i, r in mine if r.build_evidence_digest == evidence_digest]
+            if not bound:
+                others = sorted({r.build_evidence_digest for _, r in mine})
+                return OTHER_BUILD, [], False, (
+                    f"built evidence {evidence_digest}; record(s) certify {', '.join(others)}; "
+                    "re-certify this build (bazel run //tools:certify)")
+            mine = bound
         classes, routable, notes = [], False, []
+        if not evidence_digest:
+            notes.append("not built on this host; records name build "
+                         + ", ".join(sorted({r.build_evidence_digest for _, r in mine})))
         for item, record in mine:
-            route = admission.route_from_nodes([_node_for(record)], record.model.sha256, "matrix")
+            # The probe route asks for exactly what the record proves: its recipe and model files.
+            route = admission.route_from_nodes(
+                [_node_for(record)], record.model.sha256, "matrix",
+                recipe=record.recipe if record.HasField("recipe") else None,
+                model_shard_sha256=[s.sha256 for s in record.model.shards])
             decision = admission.decide(policy, [item], compats, route, now, trust_store=store)
             if decision.routable:
                 classes.append(describe_device_class(record.scope.device_class))

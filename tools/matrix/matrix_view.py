@@ -5,6 +5,7 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
+from tools.evidence import atomic_files
 from tools.matrix import capability_matrix, certification_status
 
 
@@ -13,7 +14,8 @@ def render(workspace: pathlib.Path, spec: dict[str, Any], availability: dict[str
     certifier = certification_status.policy_certifier(policy, records)
     rows = capability_matrix.matrix(spec, availability, workspace / "bazel-bin", certifier)
     if html_out is not None:
-        html_out.write_text(capability_matrix.render_html(rows, availability["host"]))
+        # evidence/matrix.html: atomic, a reader never sees half a page.
+        atomic_files.write_text_atomic(html_out, capability_matrix.render_html(rows, availability["host"]))
     if as_json:
         return capability_matrix.render_json(rows, availability["host"])
     return capability_matrix.render_text(rows)

@@ -78,7 +78,7 @@ def load_model(path: pathlib.Path) -> Model:
     return Model(hp, tensors)
 
 
-def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+def rms_norm(x: np.ndarray, weight: np.ndarray | float, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
@@ -120,38 +120,135 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
 
-def _layer(model: Model, il: int, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+@dataclasses.dataclass(frozen=True)
+class KvCache:
+    """Geometry of llama.cpp's KV cache for one fresh sequence (for the per-node outputs).
+
+    The tokens occupy cells 0..n_tokens-1 of a zero-cleared cache of kv_size cells; attention
+    reads the first n_kv cells (llama.cpp pads n_kv, the extra cells are masked).
+    """
+
+    kv_size: int
+    n_kv: int
+    flash_attn: bool = False
+
+
+def round_f16(x: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even to IEEE half, back in float64 (what a ggml cast to F16 stores)."""
+    return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)
+
+
+def _layer_nodes(model: Model, il: int, x: np.ndarray, positions: np.ndarray, nodes: dict[str, np.ndarray],
+                 out_ids: np.ndarray | None, cache: KvCache | None) -> np.ndarray:
+    """One block; records its intermediates in `nodes` under llama.cpp's graph node names.
+
+    Layouts are numpy = ggml ne reversed (e.g. Qcur-0 after RoPE is [n_tokens, n_head, head_dim],
+    ne {head_dim, n_head, n_tokens}). llama.cpp names both RMS norms of a block "norm-<il>"; they
+    are "norm-<il>/attn" and "norm-<il>/ffn" here; the Q/K projections before RoPE are
+    "Qcur-<il>/mul_mat", "Kcur-<il>/mul_mat".
+    """
     hp, t = model.hp, model.tensors
     p = f"blk.{il}."
     n_tokens, head_dim = x.shape[0], hp.n_embd // hp.n_head
 
-    h = rms_norm(x, t[p + "attn_norm.weight"], hp.rms_eps)
+    nodes[f"norm-{il}/attn"] = n = rms_norm(x, 1.0, hp.rms_eps)
+    nodes[f"attn_norm-{il}"] = h = n * t[p + "attn_norm.weight"]
     # Weight numpy shape is (out, in): y = h @ W.T. Heads are contiguous slices of the output.
-    q = (h @ t[p + "attn_q.weight"].T).reshape(n_tokens, hp.n_head, head_dim)
-    k = (h @ t[p + "attn_k.weight"].T).reshape(n_tokens, hp.n_head_kv, head_dim)
-    v = (h @ t[p + "attn_v.weight"].T).reshape(n_tokens, hp.n_head_kv, head_dim)
-    q = rope_norm(q, positions, hp.n_rot, hp.rope_freq_base)
-    k = rope_norm(k, positions, hp.n_rot, hp.rope_freq_base)
-    a = attention(q, k, v).reshape(n_tokens, hp.n_head * head_dim)
-    x = x + a @ t[p + "attn_output.weight"].T
+    nodes[f"Qcur-{il}/mul_mat"] = q = h @ t[p + "attn_q.weight"].T
+    nodes[f"Kcur-{il}/mul_mat"] = k = h @ t[p + "attn_k.weight"].T
+    nodes[f"Vcur-{il}"] = v = h @ t[p + "attn_v.weight"].T
+    q = q.reshape(n_tokens, hp.n_head, head_dim)
+    k = k.reshape(n_tokens, hp.n_head_kv, head_dim)
+    v = v.reshape(n_tokens, hp.n_head_kv, head_dim)
+    nodes[f"Qcur-{il}"] = q = rope_norm(q, positions, hp.n_rot, hp.rope_freq_base)
+    nodes[f"Kcur-{il}"] = k = rope_norm(k, positions, hp.n_rot, hp.rope_freq_base)
+    if cache is not None:
+        _attention_nodes(nodes, il, q, k, v, cache)
+    if cache is not None and cache.flash_attn:
+        # The graph casts the F32 cache views to F16 before FLASH_ATTN_EXT (a CPY node): that
+        # rounding is part of the graph being checked, so the reference applies it too.
+        a = nodes[f"fattn-{il}"]
+    else:
+        a = attention(q, k, v)
+        if cache is not None:
+            nodes[f"kqv-{il}"] = a.transpose(1, 0, 2)
+    nodes[f"kqv_out-{il}"] = a = a.reshape(n_tokens, hp.n_head * head_dim)
+    nodes[f"attn_out-{il}"] = a = a @ t[p + "attn_output.weight"].T
+    if out_ids is not None:
+        # The last block keeps only the rows whose logits were requested (inp_out_ids).
+        a, x = a[out_ids], x[out_ids]
+    nodes[f"ffn_inp-{il}"] = x = x + a
 
-    h = rms_norm(x, t[p + "ffn_norm.weight"], hp.rms_eps)
-    f = silu(h @ t[p + "ffn_gate.weight"].T) * (h @ t[p + "ffn_up.weight"].T)
-    return x + f @ t[p + "ffn_down.weight"].T
+    nodes[f"norm-{il}/ffn"] = n = rms_norm(x, 1.0, hp.rms_eps)
+    nodes[f"ffn_norm-{il}"] = h = n * t[p + "ffn_norm.weight"]
+    nodes[f"ffn_gate-{il}"] = g = h @ t[p + "ffn_gate.weight"].T
+    nodes[f"ffn_up-{il}"] = u = h @ t[p + "ffn_up.weight"].T
+    nodes[f"ffn_swiglu-{il}"] = f = silu(g) * u
+    nodes[f"ffn_out-{il}"] = f = f @ t[p + "ffn_down.weight"].T
+    nodes[f"l_out-{il}"] = x = x + f
+    return x
+
+
+def _attention_nodes(nodes: dict[str, np.ndarray], il: int, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                     cache: KvCache) -> None:
+    """KV-cache contents and attention intermediates as llama.cpp's graph holds them."""
+    n_tokens, n_head, head_dim = q.shape
+    n_head_kv = k.shape[1]
+    if not n_tokens <= cache.n_kv <= cache.kv_size:
+        raise ValueError(f"cache geometry n_tokens={n_tokens} n_kv={cache.n_kv} kv_size={cache.kv_size}")
+    ck = np.zeros((cache.kv_size, n_head_kv * head_dim))
+    cv = np.zeros_like(ck)
+    ck[:n_tokens] = k.reshape(n_tokens, -1)
+    cv[:n_tokens] = v.reshape(n_tokens, -1)
+    nodes[f"cache_k_l{il}"] = ck  # [kv_size, n_embd_k]; the V cache is stored transposed without FA
+    nodes[f"cache_v_l{il}"] = cv
+    kc = ck[:cache.n_kv].reshape(cache.n_kv, n_head_kv, head_dim)  # cells beyond n_tokens are zero
+    vc = cv[:cache.n_kv].reshape(cache.n_kv, n_head_kv, head_dim)
+    group = n_head // n_head_kv
+    if cache.flash_attn:
+        kc, vc = round_f16(kc), round_f16(vc)
+        nodes[f"cache_k_l{il}/f16"] = kc.transpose(1, 0, 2)  # [n_head_kv, n_kv, head_dim]
+        nodes[f"cache_v_l{il}/f16"] = vc.transpose(1, 0, 2)
+        # [n_tokens, n_head, head_dim]: masked cells carry no weight, so attend over the filled ones.
+        nodes[f"fattn-{il}"] = attention(q, kc[:n_tokens], vc[:n_tokens])
+        return
+    kq = np.einsum("thd,shd->hts", q, np.repeat(kc, group, axis=1))  # [n_head, n_tokens, n_kv], unmasked
+    nodes[f"kq-{il}"] = kq
+    visible = np.arange(cache.n_kv)[None, :] <= np.arange(n_tokens)[:, None]  # causal; empty cells masked
+    s = np.where(visible[None], kq / np.sqrt(head_dim), -np.inf)
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    nodes[f"kq_soft_max-{il}"] = s / s.sum(axis=-1, keepdims=True)
+
+
+def forward_nodes(model: Model, tokens: np.ndarray | list[int], out_ids: np.ndarray | list[int] | None = None,
+                  cache: KvCache | None = None) -> dict[str, np.ndarray]:
+    """Every intermediate of the forward pass, keyed by llama.cpp's graph node names (float64).
+
+    out_ids: the token rows whose logits are computed (llama.cpp's inp_out_ids; None = all).
+    cache: also record the KV-cache and attention nodes (kq, kq_soft_max, kqv or, with
+    flash_attn, the F16 cache views and fattn) for that cache geometry.
+    Keys: embd, then per block il as in _layer_nodes, then norm, result_norm, result_output.
+    """
+    tokens = np.asarray(tokens, dtype=np.int64)
+    t = model.tensors
+    nodes: dict[str, np.ndarray] = {}
+    nodes["embd"] = x = t["token_embd.weight"][tokens]
+    positions = np.arange(len(tokens))
+    rows = None if out_ids is None else np.asarray(out_ids, dtype=np.int64)
+    for il in range(model.hp.n_layer):
+        last = il == model.hp.n_layer - 1
+        x = _layer_nodes(model, il, x, positions, nodes, rows if last else None, cache)
+    nodes["norm"] = n = rms_norm(x, 1.0, model.hp.rms_eps)
+    nodes["result_norm"] = x = n * t["output_norm.weight"]
+    # No output.weight means tied embeddings, as llama.cpp falls back to token_embd.
+    out_w = t.get("output.weight", t["token_embd.weight"])
+    nodes["result_output"] = x @ out_w.T
+    return nodes
 
 
 def forward(model: Model, tokens: np.ndarray | list[int]) -> np.ndarray:
     """Returns float64 logits [n_tokens, n_vocab] for tokens at positions 0..n_tokens-1."""
-    tokens = np.asarray(tokens, dtype=np.int64)
-    t = model.tensors
-    x = t["token_embd.weight"][tokens]
-    positions = np.arange(len(tokens))
-    for il in range(model.hp.n_layer):
-        x = _layer(model, il, x, positions)
-    x = rms_norm(x, t["output_norm.weight"], model.hp.rms_eps)
-    # No output.weight means tied embeddings, as llama.cpp falls back to token_embd.
-    out_w = t.get("output.weight", t["token_embd.weight"])
-    return x @ out_w.T
+    return forward_nodes(model, tokens)["result_output"]
 
 
 def read_logits_file(path: pathlib.Path) -> tuple[np.ndarray, np.ndarray]:

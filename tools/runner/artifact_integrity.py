@@ -8,6 +8,7 @@ import re
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
+from tools.runner import log_blocks
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -48,15 +49,34 @@ def version_problems(text: str, lane_id: str, upstream_commit: str, patch_stack_
     return problems
 
 
+_HASH_LINE = re.compile(r"^(evidence|found) (\S+) sha256=(\S*)$", re.MULTILINE)
+
+
+def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+    """Artifacts the evidence lists and how many differ from what was hashed on disk (or are extra)."""
+    listed: dict[str, str] = {}
+    found: dict[str, str] = {}
+    for kind, path, sha in _HASH_LINE.findall(log_blocks.read(logs_dir / "artifact_integrity.log")):
+        (listed if kind == "evidence" else found)[path] = sha
+    mismatched = sum(1 for p, sha in listed.items() if found.get(p) != sha)
+    mismatched += sum(1 for p in found if p not in listed)  # extra files are not covered by the evidence
+    return {"artifacts_checked": len(listed), "artifacts_mismatched": mismatched}, {}
+
+
 def run_artifact_integrity(ctx: RunContext, step: Step, report: rpb.RunnerReport) -> tuple[int, str]:
     ev, lane_dir = ctx.evidence, ctx.config.lane_dir
     report.artifacts.extend(hash_artifacts(lane_dir))
+    # Both sides logged per file, so an auditor recomputes the comparison (and can re-hash the files).
+    for a in ev.artifacts:
+        step.log(f"evidence {a.path} sha256={a.sha256}")
+    for a in report.artifacts:
+        step.log(f"found {a.path} sha256={a.sha256}")
     problems = build_evidence.verify_artifacts(ev, lane_dir)
     listed = {a.path for a in ev.artifacts}
     # A file the evidence does not list (say, an extra .so on the RUNPATH) is not covered by it either.
     problems += [f"{a.path}: not in the evidence" for a in report.artifacts if a.path not in listed]
-    step.result.counts["artifacts_checked"] = len(ev.artifacts)
-    step.result.counts["artifacts_mismatched"] = len(problems)
+    counts, _ = recompute(ctx.logs_dir)
+    step.result.counts.update(counts)
     for p in problems:
         step.log(f"artifact: {p}")
     res = step.run([ctx.bin("llama-completion"), "--version"], ctx.config.timeout_s)

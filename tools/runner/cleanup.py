@@ -1,40 +1,83 @@
-"""Cleanup: nothing the runner started is still running, its temp files are gone, and on GPU lanes
-device memory is back to the baseline taken at preflight."""
+"""Cleanup: nothing the runner started outlives its step, the runner's temp files are gone, and on
+GPU lanes device memory is back to the baseline taken after preflight.
+
+After every step that starts processes, the runner calls after_step(): it reads /proc for each child
+that step started (and for any descendant of the runner), and on CUDA lanes nvidia-smi's memory.used,
+and appends the raw observations to logs/cleanup.steps.log. A leftover fails that step's cleanup
+sub-result (and the leftover is then stopped, so the next step starts clean). The cleanup check runs
+last, makes the same observations for the whole run, and aggregates the per-step results:
+counts step.<step>.processes_started / processes_left, metrics step.<step>.memory_used_mib.
+recompute() derives every figure from cleanup.steps.log and cleanup.log alone.
+"""
 
 from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
+import subprocess
+import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import preflight
+from tools.runner import log_blocks
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
 
+STEPS_LOG = "cleanup.steps.log"
+NVIDIA_QUERY = ["nvidia-smi", "--query-gpu=name,compute_cap,driver_version,memory.total,memory.used",
+                "--format=csv,noheader"]
+# Teardown is not instantaneous: a killed child may take a moment to leave /proc, and the driver
+# to return its memory. Observations are repeated for up to this long before a leftover is declared.
+GRACE_S = 5.0
+_SECTION = re.compile(r"^## (\S+)(?: .*)?$")
+_PROC = re.compile(r"^(tracked|descendant) pid (\d+): (gone|/proc/\d+/stat: .*)$")
+_MIB = re.compile(r",\s*([0-9.]+)\s*MiB\s*$")
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, ppid) of a live process from /proc/<pid>/stat, None if gone."""
+
+def steps_log_path(logs_dir: pathlib.Path) -> pathlib.Path:
+    return logs_dir / STEPS_LOG
+
+
+def _stat(pid: int) -> str | None:
+    """The raw /proc/<pid>/stat line of a process, None if gone."""
     try:
-        text = pathlib.Path(f"/proc/{pid}/stat").read_text()
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().strip()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()
+
+
+def _state_ppid(stat: str) -> tuple[str, int]:
+    fields = stat[stat.rindex(")") + 2:].split()
     return fields[0], int(fields[1])
 
 
+def _alive(stat: str | None) -> bool:
+    """Present and not a zombie (a zombie has exited; it only awaits reaping)."""
+    return stat is not None and _state_ppid(stat)[0] != "Z"
+
+
+def _alive_raw(observed: str) -> bool:
+    """Whether a logged observation ("gone" or "/proc/<pid>/stat: <stat line>") shows a live process."""
+    if observed == "gone":
+        return False
+    try:
+        return _alive(observed.partition(": ")[2])
+    except (ValueError, IndexError):
+        return True  # an unreadable observation is not proof that the process is gone
+
+
 def live_pids(pids: list[int]) -> list[int]:
-    """Tracked PIDs still present and not zombies (a zombie has exited; it only awaits reaping)."""
-    return [p for p in pids if (st := _stat(p)) is not None and st[0] != "Z"]
+    return [p for p in pids if _alive(_stat(p))]
 
 
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and (st := _stat(int(entry))) is not None and st[0] != "Z":
-            children.setdefault(st[1], []).append(int(entry))
+        if entry.isdigit() and _alive(st := _stat(int(entry))):
+            children.setdefault(_state_ppid(st)[1], []).append(int(entry))
     out, todo = [], [root]
     while todo:
         for c in children.get(todo.pop(), []):
@@ -43,24 +86,198 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def _observe(ctx: RunContext, pids: list[int]) -> tuple[list[str], bool]:
+    """/proc lines for the tracked pids and the runner's live descendants; (lines, anything left)."""
+    deadline = time.monotonic() + GRACE_S
+    while True:
+        tracked = {p: _stat(p) for p in pids}
+        extra = [p for p in descendants(os.getpid()) if p not in tracked]
+        left = any(_alive(s) for s in tracked.values()) or bool(extra)
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    lines = [f"tracked pid {p}: {'gone' if s is None else f'/proc/{p}/stat: {s}'}" for p, s in tracked.items()]
+    lines += [f"descendant pid {p}: /proc/{p}/stat: {_stat(p) or '(exited while read)'}" for p in extra]
+    return lines, left
+
+
+def _memory_probe(ctx: RunContext, baseline: float | None) -> list[str]:
+    """`$ nvidia-smi ...` blocks (raw output), repeated within the grace period while above tolerance."""
+    lines: list[str] = []
+    deadline = time.monotonic() + GRACE_S
+    while True:
+        argv = NVIDIA_QUERY
+        lines.append("$ " + " ".join(argv))
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+            out, code = (res.stdout + res.stderr).rstrip("\n"), res.returncode
+        except (OSError, subprocess.TimeoutExpired) as err:
+            out, code = f"{type(err).__name__}: {err}", 127
+        lines += [out, f"# exit {code} after 0s"]
+        used = memory_used_mib(out, ctx.config.gpu_index) if code == 0 else None
+        if baseline is None or used is None or used - baseline <= ctx.config.memory_tolerance_mib:
+            return lines
+        if time.monotonic() >= deadline:
+            return lines
+        time.sleep(0.5)
+
+
+def memory_used_mib(nvidia_smi_output: str, gpu_index: int) -> float | None:
+    rows = [line for line in nvidia_smi_output.splitlines() if len(line.split(",")) == 5]
+    if gpu_index >= len(rows):
+        return None
+    m = _MIB.search(rows[gpu_index])
+    return float(m.group(1)) if m else None
+
+
+def _gpu(ctx: RunContext) -> bool:
+    return ctx.lane.backend == "cuda" and shutil.which("nvidia-smi") is not None
+
+
+def after_step(ctx: RunContext, step_name: str, pids: list[int]) -> None:
+    """Appends one section to cleanup.steps.log: what is left of `step_name`'s processes."""
+    path = steps_log_path(ctx.logs_dir)
+    first = not path.exists()
+    lines: list[str] = []
+    if first:
+        lines += [f"# lanes-config backend={ctx.lane.backend}", f"# lanes-config gpu_index={ctx.config.gpu_index}",
+                  f"# lanes-config memory_tolerance_mib={ctx.config.memory_tolerance_mib!r}"]
+        if _gpu(ctx):
+            lines += ["## baseline (device memory before any lane binary ran)"] + _memory_probe(ctx, None)
+    if pids or first:
+        proc_lines, left = _observe(ctx, pids)
+        lines += [f"## {step_name} ({len(pids)} processes started)"] + proc_lines
+        if _gpu(ctx) and pids:
+            lines += _memory_probe(ctx, _baseline(path.read_text() if path.exists() else "\n".join(lines), ctx))
+        if left:
+            # Recorded above; now stopped so that the next step is not measured with it running.
+            for proc in ctx.tracker.procs:
+                if proc.pid in pids and proc.poll() is None:
+                    ctx.tracker.stop(proc)
+                    lines.append(f"# stopped leftover pid {proc.pid}")
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def _baseline(text: str, ctx: RunContext) -> float | None:
+    for cmd in _sections(text).get("baseline", {}).get("commands", []):
+        return memory_used_mib(cmd.output, ctx.config.gpu_index) if cmd.exit_code == 0 else None
+    return None
+
+
+def _sections(text: str) -> dict[str, dict]:
+    """{section name: {"proc": [(kind, pid, alive)], "commands": [Command]}} of a cleanup log."""
+    out: dict[str, dict] = {}
+    name, body = None, []
+
+    def close():
+        if name is not None:
+            procs = []
+            for line in body:
+                m = _PROC.match(line)
+                if m:
+                    procs.append((m.group(1), int(m.group(2)), _alive_raw(m.group(3))))
+            out[name] = {"proc": procs, "commands": log_blocks.commands("\n".join(body))}
+
+    for line in text.splitlines():
+        m = _SECTION.match(line)
+        if m:
+            close()
+            name, body = m.group(1), []
+        elif name is not None:
+            body.append(line)
+    close()
+    return out
+
+
+def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str]]:
+    steps_text = log_blocks.read(logs_dir / STEPS_LOG)
+    final_text = log_blocks.read(logs_dir / "cleanup.log")
+    cfg = log_blocks.config_values(steps_text)
+    gpu_index = int(cfg.get("gpu_index", "0"))
+    tolerance = float(cfg.get("memory_tolerance_mib", "64"))
+    counts: dict[str, int] = {}
+    metrics: dict[str, float] = {}
+    problems: list[str] = []
+    sections = _sections(steps_text)
+    baseline = None
+    if "baseline" in sections:
+        cmds = sections["baseline"]["commands"]
+        baseline = memory_used_mib(cmds[-1].output, gpu_index) if cmds and cmds[-1].exit_code == 0 else None
+        if baseline is None:
+            problems.append("baseline device memory could not be read")
+        else:
+            metrics["memory_before_mib"] = baseline
+        metrics["memory_tolerance_mib"] = tolerance
+
+    def judge(where: str, sec: dict, key_prefix: str) -> bool:
+        """Records one section's figures; True when something was left."""
+        tracked = [p for p in sec["proc"] if p[0] == "tracked"]
+        left = [p[1] for p in sec["proc"] if p[2]]
+        counts[f"{key_prefix}processes_started"] = len(tracked)
+        counts[f"{key_prefix}processes_left"] = len(left)
+        if left:
+            problems.append(f"{where}: processes still running: {left}")
+        if "baseline" in sections and tracked and not sec["commands"]:
+            problems.append(f"{where}: device memory not observed")
+            return True
+        if "baseline" in sections and sec["commands"]:
+            last = sec["commands"][-1]
+            used = memory_used_mib(last.output, gpu_index) if last.exit_code == 0 else None
+            if used is None:
+                problems.append(f"{where}: device memory could not be read")
+                return True
+            metrics[f"{key_prefix}memory_used_mib" if key_prefix else "memory_after_mib"] = used
+            if baseline is not None and used - baseline > tolerance:
+                problems.append(f"{where}: device memory used {used:.0f} MiB > baseline {baseline:.0f} + {tolerance:g} MiB")
+                return True
+        return bool(left)
+
+    checked = failed = 0
+    for name, sec in sections.items():
+        if name == "baseline":
+            continue
+        checked += 1
+        failed += judge(f"after {name}", sec, f"step.{name}.")
+    counts["steps_checked"] = checked
+    counts["steps_failed"] = failed
+    final = _sections(final_text)
+    if "final" not in final:
+        problems.append("cleanup.log has no final observation")
+    else:
+        judge("end of run", final["final"], "")
+        m = re.search(r"^temp dir \S+: (removed|present, (\d+) files)$", final_text, re.MULTILINE)
+        counts["temp_files_left"] = int(m.group(2)) if m and m.group(2) else 0
+        if not m or m.group(1) != "removed":
+            problems.append("the runner's temp dir is still present")
+    return counts, metrics, problems
+
+
+def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+    counts, metrics, _ = evaluate(logs_dir)
+    return counts, metrics
+
+
 def run_cleanup(ctx: RunContext, step: Step) -> tuple[int, str]:
-    problems = []
-    leftover = sorted(set(live_pids(ctx.tracker.pids)) | set(descendants(os.getpid())))
-    step.result.counts["processes_started"] = len(ctx.tracker.pids)
-    step.result.counts["processes_left"] = len(leftover)
-    if leftover:
-        problems.append(f"processes still running: {leftover}")
     shutil.rmtree(ctx.scratch_dir, ignore_errors=True)
+    proc_lines, _ = _observe(ctx, ctx.tracker.pids)
+    lines = ["## final (every process the run started)"] + proc_lines
     if ctx.scratch_dir.exists():
-        problems.append(f"temp dir {ctx.scratch_dir} could not be removed")
-    step.result.counts["temp_files_left"] = sum(1 for _ in ctx.scratch_dir.rglob("*")) if ctx.scratch_dir.exists() else 0
-    if ctx.lane.backend == "cuda" and ctx.memory_before_mib is not None:
-        after = preflight.gpu_memory_used_mib(step, ctx.config.gpu_index)
-        step.result.metrics["memory_before_mib"] = ctx.memory_before_mib
-        step.result.metrics["memory_after_mib"] = after
-        if after - ctx.memory_before_mib > ctx.config.memory_tolerance_mib:
-            problems.append(f"GPU memory used {after:.0f} MiB > baseline {ctx.memory_before_mib:.0f} MiB "
-                            f"+ {ctx.config.memory_tolerance_mib:.0f}")
+        lines.append(f"temp dir {ctx.scratch_dir}: present, {sum(1 for _ in ctx.scratch_dir.rglob('*'))} files")
+    else:
+        lines.append(f"temp dir {ctx.scratch_dir}: removed")
+    if _gpu(ctx):
+        lines += _memory_probe(ctx, _baseline(log_blocks.read(steps_log_path(ctx.logs_dir)), ctx))
+    for line in lines:
+        step.log(line)
+    if steps_log_path(ctx.logs_dir).is_file():
+        step.extra_logs.append(steps_log_path(ctx.logs_dir))
+    counts, metrics, problems = evaluate(ctx.logs_dir)
+    step.result.counts.update(counts)
+    step.result.metrics.update(metrics)
     if problems:
-        return CR.FAIL, "; ".join(problems)
-    return CR.PASS, f"{len(ctx.tracker.pids)} processes started, none left; temp dir removed"
+        return CR.FAIL, "; ".join(problems[:6]) + (f" (+{len(problems) - 6} more)" if len(problems) > 6 else "")
+    return CR.PASS, (f"{counts.get('processes_started', 0)} processes started, none left after any of "
+                     f"{counts['steps_checked']} steps; temp dir removed"
+                     + (f"; device memory {metrics['memory_after_mib']:.0f} MiB vs baseline {metrics['memory_before_mib']:.0f}"
+                        if "memory_after_mib" in metrics else ""))

@@ -6,30 +6,38 @@ differ by rounding. Greedy outputs are therefore compared token by token; a dive
 where the token the concurrent run took was, in the sequential run, a numerical near-tie with the
 top-1 (log-probability within --parity_max_abs_delta x 2). Cross-talk between
 slots, or any divergence at a decisive position, fails.
+
+That the requests were decoded at the same time is taken from the server's own log, not from the
+client: the slot lines (llama_server.parse_server_log) must show at least two tasks in processing
+at overlapping times and the concurrent requests spread over >= N_PARALLEL distinct slots. The
+server's JSON responses are kept (concurrency.responses.json) and every figure is recomputed from
+them and the server log by recompute().
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import json
+import pathlib
+import re
 import threading
-import time
 
 from proto import runner_report_pb2 as rpb
 from tools.runner.context import RunContext
-from tools.runner.llama_server import LlamaServer, ServerError
+from tools.runner.llama_server import LlamaServer, ServerError, max_busy, parse_server_log
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
+
+STEP = "concurrency"
+RESPONSES_FILE = f"{STEP}.responses.json"
+SERVER_LOG = f"{STEP}.server.log"
+_CONFIG = re.compile(r"^# lanes-config (?P<key>[A-Za-z0-9_.]+)=(?P<value>.*)$", re.MULTILINE)
 
 PROMPTS = ("Once upon a time", "The capital of France is", "def fibonacci(n):", "In 1492, Columbus")
 N_PARALLEL = len(PROMPTS)
 SLOT_CTX = 256  # the tiny model's training context; real models get the same per-slot size
 N_PREDICT = 32
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    """Most intervals in flight at one instant (checked at each interval's start)."""
-    return max((sum(1 for s, e in intervals if s <= t < e) for t, _ in intervals), default=0)
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -79,34 +87,16 @@ def judge_divergence(concurrent: dict, sequential: dict, tie_tolerance: float) -
     return None, gap
 
 
-def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
-    n_predict = max(ctx.config.n_predict, N_PREDICT)
-    barrier = threading.Barrier(N_PARALLEL)
-    intervals: list[tuple[float, float]] = []
-
-    def timed(prompt: str) -> dict:
-        barrier.wait(timeout=60)  # all requests leave together
-        start = time.monotonic()
-        out = srv.complete(prompt, n_predict, n_probs=N_PROBS)
-        intervals.append((start, time.monotonic()))
-        return out
-
-    try:
-        with LlamaServer(ctx, step, N_PARALLEL, N_PARALLEL * SLOT_CTX) as srv:
-            t0 = time.monotonic()
-            with concurrent.futures.ThreadPoolExecutor(N_PARALLEL) as pool:
-                concurrent_out = list(pool.map(timed, PROMPTS))
-            wall_concurrent = time.monotonic() - t0
-            t0 = time.monotonic()
-            sequential_out = [srv.complete(p, n_predict, n_probs=N_PROBS) for p in PROMPTS]
-            wall_sequential = time.monotonic() - t0
-    except (ServerError, OSError, ValueError, threading.BrokenBarrierError) as err:
-        return CR.FAIL, f"{type(err).__name__}: {err}"
-    problems = []
-    tie_tolerance = 2 * ctx.config.parity_max_abs_delta
+def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str]]:
+    """Counts, metrics and problems, from the kept responses, the server log and the config lines."""
+    logs_dir = pathlib.Path(logs_dir)
+    conf = {m["key"]: float(m["value"]) for m in _CONFIG.finditer((logs_dir / f"{STEP}.log").read_text(errors="replace"))}
+    n_parallel, tie_tolerance = int(conf["n_parallel"]), conf["tie_tolerance_nats"]
+    data = json.loads((logs_dir / RESPONSES_FILE).read_text())
+    prompts, concurrent_out, sequential_out = data["prompts"], data["concurrent"], data["sequential"]
+    problems: list[str] = []
     exact, near_ties, margins = 0, 0, []
-    for prompt, a, b in zip(PROMPTS, concurrent_out, sequential_out):
-        step.log(f"{prompt!r}: concurrent slot {a.get('id_slot')} {a.get('content')!r} | sequential {b.get('content')!r}")
+    for prompt, a, b in zip(prompts, concurrent_out, sequential_out):
         if a.get("tokens_predicted", 0) <= 0:
             problems.append(f"{prompt!r}: no tokens predicted")
         problem, margin = judge_divergence(a, b, tie_tolerance)
@@ -117,24 +107,74 @@ def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
         else:
             near_ties += 1
             margins.append(margin)
-            step.log(f"{prompt!r}: diverges at a near-tie (gap to top-1 {margin:.4g} nats <= {tie_tolerance:g})")
-    slots = {a.get("id_slot") for a in concurrent_out}
-    c, m = step.result.counts, step.result.metrics
-    c["concurrent_sequences"] = len(PROMPTS)
-    c["distinct_slots"] = len(slots)
-    c["max_in_flight"] = max_overlap(intervals)
-    c["tokens"] = sum(int(a.get("tokens_predicted", 0)) for a in concurrent_out)
-    c["exact_matches"] = exact
-    c["near_tie_divergences"] = near_ties
-    m["tie_tolerance_nats"] = tie_tolerance
+    if not (len(prompts) == len(concurrent_out) == len(sequential_out) == n_parallel):
+        problems.append(f"{len(concurrent_out)} concurrent / {len(sequential_out)} sequential responses for {n_parallel} prompts")
+    # Server side: the first n_parallel tasks are the concurrent requests, the rest the sequential run.
+    server = parse_server_log((logs_dir / SERVER_LOG).read_text(errors="replace"))
+    phase, rest = server.tasks[:n_parallel], server.tasks[n_parallel:]
+    busy = max_busy(phase)
+    slots = {t.slot for t in phase}
+    c: dict[str, int] = {
+        "concurrent_sequences": len(concurrent_out),
+        "tokens": sum(int(a.get("tokens_predicted", 0)) for a in concurrent_out),
+        "exact_matches": exact,
+        "near_tie_divergences": near_ties,
+        "server_concurrent_tasks": len(phase),
+        "server_max_busy_slots": busy,
+        "server_distinct_slots": len(slots),
+    }
+    m: dict[str, float] = {"tie_tolerance_nats": tie_tolerance}
     if margins:
         m["max_margin_at_divergence"] = max(margins)
-    m["wall_seconds_concurrent"] = wall_concurrent
-    m["wall_seconds_sequential"] = wall_sequential
-    if c["max_in_flight"] < N_PARALLEL:
-        problems.append(f"at most {c['max_in_flight']} of {N_PARALLEL} requests were in flight at once: not concurrent")
+    if phase and all(t.released is not None for t in phase):
+        m["server_concurrent_wall_s"] = max(t.released for t in phase) - min(t.launched for t in phase)
+    if rest and all(t.released is not None for t in rest):
+        m["server_sequential_wall_s"] = max(t.released for t in rest) - min(t.launched for t in rest)
+    if len(phase) < n_parallel or any(t.released is None for t in phase):
+        problems.append(f"the server log shows {len(phase)} launched / "
+                        f"{sum(t.released is not None for t in phase)} released tasks for {n_parallel} concurrent requests")
+    if busy < 2:
+        problems.append(f"the server log shows at most {busy} slot(s) processing at once: requests were decoded one at a time")
+    if len(slots) < n_parallel:
+        problems.append(f"the concurrent requests used {len(slots)} distinct slot(s) on the server, fewer than {n_parallel}")
+    return c, m, problems
+
+
+def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+    c, m, _ = evaluate(logs_dir)
+    return c, m
+
+
+def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
+    n_predict = max(ctx.config.n_predict, N_PREDICT)
+    tie_tolerance = 2 * ctx.config.parity_max_abs_delta
+    step.log(f"# lanes-config n_parallel={N_PARALLEL}")
+    step.log(f"# lanes-config tie_tolerance_nats={tie_tolerance!r}")
+    barrier = threading.Barrier(N_PARALLEL)
+
+    def together(prompt: str) -> dict:
+        barrier.wait(timeout=60)  # all requests leave together
+        return srv.complete(prompt, n_predict, n_probs=N_PROBS)
+
+    try:
+        with LlamaServer(ctx, step, N_PARALLEL, N_PARALLEL * SLOT_CTX) as srv:
+            with concurrent.futures.ThreadPoolExecutor(N_PARALLEL) as pool:
+                concurrent_out = list(pool.map(together, PROMPTS))
+            sequential_out = [srv.complete(p, n_predict, n_probs=N_PROBS) for p in PROMPTS]
+    except (ServerError, OSError, ValueError, threading.BrokenBarrierError) as err:
+        return CR.FAIL, f"{type(err).__name__}: {err}"
+    responses = ctx.logs_dir / RESPONSES_FILE
+    responses.write_text(json.dumps({"prompts": list(PROMPTS), "concurrent": concurrent_out,
+                                     "sequential": sequential_out}, indent=1, ensure_ascii=False))
+    step.extra_logs.append(responses)
+    for prompt, a, b in zip(PROMPTS, concurrent_out, sequential_out):
+        step.log(f"{prompt!r}: concurrent slot {a.get('id_slot')} {a.get('content')!r} | sequential {b.get('content')!r}")
+    c, m, problems = evaluate(ctx.logs_dir)
+    step.result.counts.update(c)
+    step.result.metrics.update(m)
     if problems:
         return CR.FAIL, "; ".join(problems)
-    ties = f", {near_ties} diverging only at near-ties" if near_ties else ""
-    return CR.PASS, (f"{len(PROMPTS)} concurrent sequences ({len(slots)} slots): {exact} identical to the sequential run{ties} "
-                     f"({c['tokens']} tokens, {wall_concurrent:.2f}s vs {wall_sequential:.2f}s sequential)")
+    ties = f", {c['near_tie_divergences']} diverging only at near-ties" if c["near_tie_divergences"] else ""
+    return CR.PASS, (f"{c['concurrent_sequences']} concurrent sequences; server log: {c['server_max_busy_slots']} slots "
+                     f"processing at once over {c['server_distinct_slots']} distinct slots; {c['exact_matches']} identical "
+                     f"to the sequential run{ties} ({c['tokens']} tokens)")

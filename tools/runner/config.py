@@ -13,12 +13,14 @@ CHECKS = (
     "preflight",
     "artifact_integrity",
     "fixture_parity",
+    "op_oracle",
     "reference_parity",
     "graph_smoke",
     "concurrency",
     "cancellation",
-    "cleanup",
     "speed",
+    # Last: aggregates the per-step cleanup checks the runner makes after every step (speed included).
+    "cleanup",
 )
 
 
@@ -45,6 +47,8 @@ class RunnerConfig:
     parity_max_abs_delta: float = 0.05
     parity_max_mean_kl: float = 1e-4
     parity_min_top1: float = 1.0  # on positions whose reference top-1 margin is decisive
+    # A comparison where few positions have a clear top-1 (margin > 0.1 nats) proves little.
+    parity_min_decisive_fraction: float = 0.5
     # CPU lane vs the float64 NumPy reference, flash attention off (measured 1.2e-5 / 9e-13 on F32).
     reference_max_abs_delta: float = 1e-3
     reference_max_mean_kl: float = 1e-8
@@ -57,9 +61,15 @@ class RunnerConfig:
     bench_reps: int = 0
     # A model large enough to be memory-bandwidth bound: tg on it vs the measured bandwidth.
     roofline_model: pathlib.Path | None = None
-    hbm_bandwidth_gbs: float = 0.0
+    hbm_bandwidth_gbs: float = 0.0  # bring-up override of the measured bandwidth (non-recordable)
+    # Accelerator lanes vs the CPU lane on the same host in the same run (why these values: speed.py).
+    min_speedup_pp: float = 2.0
+    min_speedup_roofline_tg: float = 4.0
     memory_tolerance_mib: float = 64.0
     sigint_exit_bound_s: float = 10.0
+    # cancellation: a dropped stream's slot must be released (server log) within this bound, and
+    # the next request served within it; written into cancellation.log as `# lanes-config`.
+    cancel_bound_s: float = 5.0
     build_provenance: str = "bazel"
     gpu_index: int = 0
 

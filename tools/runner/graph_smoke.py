@@ -8,9 +8,11 @@ fails: "failed to create llama_context"), so quantized V types run with -fa on; 
 
 from __future__ import annotations
 
+import pathlib
 import re
 
 from proto import runner_report_pb2 as rpb
+from tools.runner import log_blocks
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -55,6 +57,23 @@ def smoke_command(ctx: RunContext, kv_type: str) -> list[str]:
             "-lv", "4", *ctx.ngl]
 
 
+def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+    """Tokens decoded and tg tokens/s per KV type, from llama-completion's own perf lines."""
+    counts: dict[str, int] = {}
+    metrics: dict[str, float] = {}
+    cmds = [c for c in log_blocks.commands(log_blocks.read(logs_dir / "graph_smoke.log"))
+            if log_blocks.flag_value(c.argv, "-ctk") is not None]
+    for cmd in cmds:
+        kv = log_blocks.flag_value(cmd.argv, "-ctk")
+        ev = parse_eval(cmd.output)
+        decoded = int(ev.get("eval_runs", 0))
+        counts[f"tokens_decoded_{kv}"] = decoded
+        if "eval_ms" in ev and ev["eval_ms"] > 0:
+            metrics[f"tg_tokens_per_s_{kv}"] = 1000.0 * decoded / ev["eval_ms"]
+    counts["kv_types"] = len(cmds)
+    return counts, metrics
+
+
 def run_graph_smoke(ctx: RunContext, step: Step) -> tuple[int, str]:
     problems, figures = [], []
     if not ctx.lane.log_evidence:
@@ -62,11 +81,7 @@ def run_graph_smoke(ctx: RunContext, step: Step) -> tuple[int, str]:
     for kv in ctx.config.kv_types:
         step.log(f"## kv cache type {kv}")
         res = step.run(smoke_command(ctx, kv), ctx.config.timeout_s)
-        ev = parse_eval(res.output)
-        decoded = int(ev.get("eval_runs", 0))
-        step.result.counts[f"tokens_decoded_{kv}"] = decoded
-        if "eval_ms" in ev and ev["eval_ms"] > 0:
-            step.result.metrics[f"tg_tokens_per_s_{kv}"] = 1000.0 * decoded / ev["eval_ms"]
+        decoded = int(parse_eval(res.output).get("eval_runs", 0))
         if res.exit_code != 0:
             problems.append(f"{kv}: llama-completion exited {res.exit_code}")
             continue
@@ -79,7 +94,11 @@ def run_graph_smoke(ctx: RunContext, step: Step) -> tuple[int, str]:
         if kv_seen != (kv, kv):
             problems.append(f"{kv}: KV cache reported as {kv_seen}, not K ({kv}) V ({kv})")
         figures.append(f"{kv}:{decoded}")
-    step.result.counts["kv_types"] = len(ctx.config.kv_types)
+    counts, metrics = recompute(ctx.logs_dir)
+    step.result.counts.update(counts)
+    step.result.metrics.update(metrics)
+    if counts["kv_types"] != len(ctx.config.kv_types):
+        problems.append(f"{counts['kv_types']} smoke runs in the log for {len(ctx.config.kv_types)} KV types")
     if problems:
         return CR.FAIL, "; ".join(problems)
     return CR.PASS, f"log evidence found; tokens decoded per KV type {', '.join(figures)}"

@@ -24,6 +24,9 @@ class Lane:
     ggml_libs: tuple[str, ...]
     # test-backend-ops -o filter from the spec: the ops this lane's graphs use (empty: all ops).
     fixture_ops: tuple[str, ...] = ()
+    # Required op -> the check that covers it where fixture parity cannot evaluate it (e.g.
+    # {"MUL_MAT": "op_oracle"} on the CPU lane, whose grad mode cannot run MUL_MAT).
+    op_coverage: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
     @property
     def is_accelerator(self) -> bool:
@@ -55,4 +58,5 @@ def load_lane(spec_path: pathlib.Path, name: str) -> Lane:
         log_evidence=tuple(v.get("log_evidence", ())),
         ggml_libs=tuple(v.get("ggml_libs", ())),
         fixture_ops=tuple(v.get("fixture_ops", ())),
+        op_coverage={str(k): str(c) for k, c in (v.get("op_coverage") or {}).items()},
     )

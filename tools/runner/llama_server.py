@@ -1,10 +1,23 @@
 """A llama-server on loopback for the concurrency and cancellation checks: start, wait for /health,
-send /completion requests (urllib, bounded timeouts), stop. Nothing leaves 127.0.0.1."""
+send /completion requests (urllib, bounded timeouts), stop with SIGINT. Nothing leaves 127.0.0.1.
+
+Also parses the server's own log (kept as <step>.server.log, digested): its slot lines are the
+server-side evidence of what it decoded and when (tools/server/server-context.cpp at the pin):
+  I slot launch_slot_: id  3 | task 0 | processing task, is_child = 0
+  I slot   operator(): id  3 | task 0 | new prompt, n_ctx_slot = 256, n_keep = 0, task.n_tokens = 6
+  W srv          stop: cancel task, id_task = 0          (server-queue.cpp, client went away)
+  I slot      release: id  3 | task 0 | stop processing: n_tokens = 37, truncated = 0
+  I srv    operator(): operator(): cleaning up before exit...   (SIGINT/SIGTERM: clean shutdown)
+Each line starts with the log's timestamp, minutes.seconds.milliseconds.microseconds since start.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
+import re
+import signal
 import socket
 import subprocess
 import time
@@ -25,6 +38,73 @@ def free_port() -> int:
 
 class ServerError(Exception):
     pass
+
+
+# llama-server's exit status after one SIGINT: the handler stops the task loop and main returns 0
+# (tools/server/server.cpp); a second SIGINT would exit(1).
+SERVER_SIGINT_EXIT = 0
+
+_TS = r"(?P<min>\d+)\.(?P<sec>\d{2})\.(?P<ms>\d{3})\.(?P<us>\d{3})"
+_SLOT = re.compile(_TS + r" \S slot +(?P<fn>\S+): id +(?P<slot>\d+) \| task (?P<task>-?\d+) \| (?P<msg>.*)$")
+_CANCEL = re.compile(_TS + r" \S srv +\S+: cancel task, id_task = (?P<task>\d+)")
+_NEW_PROMPT = re.compile(r"new prompt, .*task\.n_tokens = (\d+)")
+_RELEASE = re.compile(r"stop processing: n_tokens = (\d+)")
+SHUTDOWN_LINE = "cleaning up before exit"
+
+
+def _seconds(m: re.Match) -> float:
+    return int(m["min"]) * 60 + int(m["sec"]) + int(m["ms"]) / 1e3 + int(m["us"]) / 1e6
+
+
+@dataclasses.dataclass
+class ServerTask:
+    task: int
+    slot: int
+    launched: float  # server clock, seconds
+    prompt_tokens: int | None = None
+    released: float | None = None
+    n_tokens_at_release: int | None = None
+    cancelled: float | None = None  # when the server logged "cancel task" for it
+
+    @property
+    def decoded(self) -> int | None:
+        """Tokens generated (n_tokens at release less the prompt)."""
+        if self.n_tokens_at_release is None or self.prompt_tokens is None:
+            return None
+        return self.n_tokens_at_release - self.prompt_tokens
+
+
+@dataclasses.dataclass
+class ServerLog:
+    tasks: list[ServerTask]  # in launch order
+    shutdown_logged: bool
+
+
+def parse_server_log(text: str) -> ServerLog:
+    tasks: dict[int, ServerTask] = {}
+    for line in text.splitlines():
+        m = _SLOT.match(line)
+        if m:
+            task_id, msg = int(m["task"]), m["msg"]
+            if m["fn"] == "launch_slot_" and msg.startswith("processing task"):
+                tasks[task_id] = ServerTask(task_id, int(m["slot"]), _seconds(m))
+            elif task_id in tasks:
+                t = tasks[task_id]
+                if (p := _NEW_PROMPT.search(msg)) and t.prompt_tokens is None:
+                    t.prompt_tokens = int(p.group(1))
+                elif m["fn"] == "release" and (r := _RELEASE.search(msg)):
+                    t.released, t.n_tokens_at_release = _seconds(m), int(r.group(1))
+            continue
+        m = _CANCEL.match(line)
+        if m and int(m["task"]) in tasks:
+            tasks[int(m["task"])].cancelled = _seconds(m)
+    return ServerLog(sorted(tasks.values(), key=lambda t: t.launched), SHUTDOWN_LINE in text)
+
+
+def max_busy(tasks: list[ServerTask]) -> int:
+    """Most tasks in processing at one instant on the server's clock (checked at each launch)."""
+    spans = [(t.launched, t.released if t.released is not None else float("inf")) for t in tasks]
+    return max((sum(1 for s, e in spans if s <= at < e) for at, _ in spans), default=0)
 
 
 class LlamaServer:
@@ -57,9 +137,27 @@ class LlamaServer:
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None:
-            code = self.ctx.tracker.stop(self.proc)
-            self.step.log(f"# llama-server stopped, exit {code}")
+            self.sigint_stop()
         self._log.close()
+
+    def sigint_stop(self, bound_s: float = 10.0) -> tuple[int | None, float]:
+        """SIGINT (as an operator's Ctrl-C), then the tracker's SIGTERM/SIGKILL if it is still up after
+        bound_s. Logs `# llama-server SIGINT: exit N after S s`; returns (exit status or None, seconds)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return (None if self.proc is None else self.proc.returncode), 0.0
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            code = self.proc.wait(timeout=bound_s)
+        except subprocess.TimeoutExpired:
+            code = None
+        seconds = time.monotonic() - t0
+        if code is None:
+            forced = self.ctx.tracker.stop(self.proc)
+            self.step.log(f"# llama-server SIGINT: still running after {bound_s:g}s; killed, exit {forced}")
+        else:
+            self.step.log(f"# llama-server SIGINT: exit {code} after {seconds:.3f}s")
+        return code, seconds
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -79,9 +177,11 @@ class LlamaServer:
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
             return json.loads(r.read())
 
-    def stream_and_abort(self, prompt: str, n_predict: int, chunks_before_abort: int, timeout_s: float = 60.0) -> tuple[int, bool]:
+    def stream_and_abort(self, prompt: str, n_predict: int, chunks_before_abort: int, timeout_s: float = 60.0,
+                         transcript=None) -> tuple[int, bool]:
         """Starts a streaming completion, reads some chunks, drops the connection.
-        Returns (chunks read, whether the stream had already finished)."""
+        Returns (chunks read, whether the stream had already finished); the raw lines read go to
+        `transcript` (a binary file) when given."""
         body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0, "stream": True,
                            "ignore_eos": True, "cache_prompt": False})
         conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout_s)
@@ -91,6 +191,8 @@ class LlamaServer:
             chunks, finished = 0, False
             while chunks < chunks_before_abort:
                 line = resp.fp.readline()
+                if transcript is not None:
+                    transcript.write(line)
                 if not line:
                     finished = True
                     break

@@ -8,14 +8,15 @@ FAIL = the lane or its inputs are broken (missing binary, corrupt model, unreada
 from __future__ import annotations
 
 import os
+import pathlib
 import platform
 import re
 import shutil
-import subprocess
+import time
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
-from tools.runner import model_file
+from tools.runner import log_blocks, model_file, run_lock
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -161,6 +162,12 @@ def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
     header = _tool_output(step, ["nvidia-smi"])
     loaded = cuda_runtime_libraries(step, lib)
     step.log("runtime libraries resolved for libggml-cuda.so.0: " + ", ".join(f"{k} -> {v}" for k, v in sorted(loaded.items())))
+    # Host facts that used to sit in an undigested host.txt beside the run.
+    step.log(f"python {platform.python_version()}; LD_LIBRARY_PATH={os.environ.get('LD_LIBRARY_PATH', '')}")
+    toolkit = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "version.json"
+    if toolkit.is_file():
+        step.log(f"{toolkit}:\n{toolkit.read_text(errors='replace').rstrip()}")
+    step.log(f"# lanes-config gpu_index={ctx.config.gpu_index}")
     runtime = f"CUDA {parse_cuda_version(header)} (driver API); " + ", ".join(
         os.path.basename(v) for k, v in sorted(loaded.items()))
     dc = rpb.DeviceClass(
@@ -235,6 +242,71 @@ def check_metal(ctx: RunContext, step: Step) -> rpb.DeviceClass:
                            device_name=m.group(1).strip(), compute_capability=(re.search(r"Metal( Support)?:\s*(.+)", out) or [None, None, ""])[2])
 
 
+def check_leftovers(ctx: RunContext, step: Step) -> None:
+    """Issue 15: a previous run of this lane/device that was killed. Its processes that provably
+    belong to it (pid + start time + argv[0], or its LANES_RUN_ID) are killed and its staging dirs
+    removed, and this is logged; a previous run that is still alive is a FAIL naming the command
+    that stops it. Then this run takes the lock, before it starts any process."""
+    cfg, lane = ctx.config, ctx.lane
+    path = run_lock.lock_path(lane.lane_id, lane.backend, cfg.gpu_index)
+    previous = run_lock.read_lock(path)
+    if previous is not None:
+        if previous and run_lock.runner_alive(previous) and previous.get("runner_pid") != os.getpid():
+            raise Failed(f"another run of {lane.lane_id} is in progress: runner pid {previous.get('runner_pid')} "
+                         f"(lock {path}, staging {', '.join(previous.get('staging_dirs', []))}); wait for it, or stop it: "
+                         + run_lock.cleanup_command(previous))
+        # GPU lanes: what the dead run still holds, measured before and (by check_cuda) after the kill.
+        if lane.backend == "cuda" and run_lock.run_processes(previous) and shutil.which("nvidia-smi"):
+            try:
+                held = gpu_memory_used_mib(step, cfg.gpu_index)
+                step.result.metrics["leftover_memory_used_before_reap_mib"] = held
+                step.log(f"leftover: GPU {cfg.gpu_index} memory used {held:.0f} MiB before killing the dead run's processes")
+            except (Unavailable, ValueError, IndexError, KeyError):
+                pass
+        killed, lines = run_lock.reap_dead_run(previous, path)
+        step.result.counts["leftover_processes_killed"] = len(killed)
+        step.log(f"leftover: previous run {previous.get('run_id', '?')} (runner pid {previous.get('runner_pid', '?')}) "
+                 f"is dead; lock {path} taken over")
+        for line in lines:
+            step.log(f"leftover: {line}")
+        # Reaping is reported (log, counts, the PASS message), not disqualifying: check_cuda measures
+        # the memory baseline after it.
+        if killed and lane.backend == "cuda":
+            time.sleep(1.0)  # the driver frees a killed context's memory asynchronously
+    for line in run_lock.sweep_stale_staging() + run_lock.sweep_lock_temps(path.parent):
+        step.log(f"leftover: {line}")
+    lock = run_lock.RunLock(path, ctx.tracker.run_id, lane.lane_id, lane.backend, cfg.gpu_index,
+                            [str(ctx.scratch_dir)], str(cfg.out_dir))
+    try:
+        lock.write()
+    except OSError as err:
+        raise Failed(f"cannot write the run lock {path}: {err.strerror or err}; set {run_lock.LOCK_DIR_ENV} "
+                     "to a writable directory") from err
+    ctx.tracker.lock = lock
+    lock.start_watchdog()
+    step.log(f"run lock {path} (run id {ctx.tracker.run_id}, watchdog {'on' if lock._watch_w is not None else 'off'})")
+
+
+def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+    """GPU count and memory from nvidia-smi's own output in preflight.log; leftover-run figures
+    (issue 15) from the `leftover:` lines and the nvidia-smi query that precedes them."""
+    text = log_blocks.read(logs_dir / "preflight.log")
+    counts: dict[str, int] = {}
+    metrics: dict[str, float] = {}
+    gpu_index = int(log_blocks.config_values(text).get("gpu_index", "0"))
+    queries = [c for c in log_blocks.commands(text) if c.argv == NVIDIA_QUERY and c.exit_code == 0]
+    reap_measured = re.search(r"^leftover: GPU \d+ memory used", text, re.MULTILINE)
+    if reap_measured and queries:
+        metrics["leftover_memory_used_before_reap_mib"] = parse_mib(parse_nvidia_smi_query(queries[0].output)[gpu_index]["memory_used"])
+    if re.search(r"^leftover: previous run ", text, re.MULTILINE):
+        counts["leftover_processes_killed"] = len(re.findall(r"^leftover: killed pid \d+ ", text, re.MULTILINE))
+    if "runtime libraries resolved for" in text and queries:  # check_cuda got as far as its figures
+        rows = parse_nvidia_smi_query(queries[-1].output)
+        metrics["gpu_count"] = len(rows)
+        metrics["memory_total_mib"] = parse_mib(rows[gpu_index]["memory_total"])
+    return counts, metrics
+
+
 BACKEND_CHECKS = {"cuda": check_cuda, "rocm": check_rocm, "vulkan": check_vulkan, "metal": check_metal}
 
 
@@ -252,6 +324,8 @@ def check_binaries(lane_dir, targets) -> list[str]:
 def run_preflight(ctx: RunContext, step: Step) -> tuple[int, str]:
     cfg, lane = ctx.config, ctx.lane
     try:
+        # Leftovers of a killed run first: nothing of this run may start before the lock is ours.
+        check_leftovers(ctx, step)
         # The host first (UNAVAILABLE = cannot run here at all): the CPU baseline every x86_64 lane
         # is built for, then the backend's device, driver and runtime.
         dc = check_cpu(ctx, step)
@@ -289,4 +363,6 @@ def run_preflight(ctx: RunContext, step: Step) -> tuple[int, str]:
         return CR.UNAVAILABLE, str(err)
     except Failed as err:
         return CR.FAIL, str(err)
-    return CR.PASS, f"{ctx.device.backend} {ctx.device.device_name} ({ctx.device.compute_capability})"
+    reaped = step.result.counts.get("leftover_processes_killed")
+    note = f"; cleaned up a killed earlier run ({reaped} leftover process(es) killed, see preflight.log)" if reaped else ""
+    return CR.PASS, f"{ctx.device.backend} {ctx.device.device_name} ({ctx.device.compute_capability}){note}"

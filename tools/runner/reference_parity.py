@@ -3,11 +3,18 @@
 CPU lane: llama-logits vs the float64 NumPy reference (tools/model/reference_forward.py).
 Accelerator lanes: llama-logits with full offload vs the CPU lane's llama-logits on the same
 prompt and model (the CPU lane is itself certified against the NumPy reference).
+
+Both logits arrays are kept (reference_parity.logits.npz, compressed, digested with the log), so
+every figure is recomputed from them by recompute(). Fail closed: any NaN/Inf in either array
+fails, and so does a comparison with too few decisive positions (reference top-1 margin above
+TIE_MARGIN): where nothing has a clear top-1, top-1 agreement proves nothing.
 """
 
 from __future__ import annotations
 
+import math
 import pathlib
+import re
 
 import numpy as np
 
@@ -17,6 +24,12 @@ from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
+
+STEP = "reference_parity"
+LOGITS_FILE = f"{STEP}.logits.npz"
+TIE_MARGIN = 0.1  # nats between the reference's top-1 and top-2 for a position to count as decisive
+
+_CONFIG = re.compile(r"^# lanes-config (?P<key>[A-Za-z0-9_.]+)=(?P<value>.*)$", re.MULTILINE)
 
 
 def logits_command(ctx: RunContext, bin_path: pathlib.Path, out: pathlib.Path, offload: bool,
@@ -30,26 +43,99 @@ def logits_command(ctx: RunContext, bin_path: pathlib.Path, out: pathlib.Path, o
     return argv
 
 
-def tolerances(ctx: RunContext) -> tuple[float, float, float]:
-    """(max |delta logit|, max mean KL, min decisive top-1) for this lane's oracle."""
+def tolerances(ctx: RunContext) -> dict[str, float]:
+    """This lane's tolerances, as written into the log (`# lanes-config <key>=<value>`)."""
     cfg = ctx.config
-    if ctx.lane.is_accelerator:
-        return cfg.parity_max_abs_delta, cfg.parity_max_mean_kl, cfg.parity_min_top1
-    return cfg.reference_max_abs_delta, cfg.reference_max_mean_kl, cfg.parity_min_top1
+    delta, kl = ((cfg.parity_max_abs_delta, cfg.parity_max_mean_kl) if ctx.lane.is_accelerator
+                 else (cfg.reference_max_abs_delta, cfg.reference_max_mean_kl))
+    return {"tol_max_abs_delta_logit": delta, "tol_mean_kl": kl, "tol_top1_agreement_decisive": cfg.parity_min_top1,
+            "tol_min_decisive_fraction": cfg.parity_min_decisive_fraction, "tie_margin": TIE_MARGIN}
 
 
-def judge(metrics: dict[str, float], max_abs_delta: float, max_mean_kl: float, min_top1: float) -> list[str]:
+def compare(ref: np.ndarray, got: np.ndarray, tie_margin: float = TIE_MARGIN) -> tuple[dict[str, int], dict[str, float]]:
+    """(counts, metrics) of `got` against `ref` ([n_tokens, n_vocab]). With any non-finite value
+    the numeric metrics are left out (they would be NaN) and counts.nonfinite_* say why."""
+    ref, got = np.asarray(ref, np.float64), np.asarray(got, np.float64)
+    if ref.ndim != 2 or ref.shape != got.shape:
+        raise ValueError(f"logits shapes differ: reference {ref.shape} vs lane {got.shape}")
+    counts = {"n_tokens": int(ref.shape[0]), "n_vocab": int(ref.shape[1]),
+              "nonfinite_reference": int((~np.isfinite(ref)).sum()), "nonfinite_lane": int((~np.isfinite(got)).sum())}
+    if counts["nonfinite_reference"] or counts["nonfinite_lane"] or ref.shape[0] == 0 or ref.shape[1] < 2:
+        counts["n_decisive"] = 0
+        return counts, {}
+
+    def log_softmax(x: np.ndarray) -> np.ndarray:
+        x = x - x.max(axis=1, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+
+    lp_ref, lp_got = log_softmax(ref), log_softmax(got)
+    kl = (np.exp(lp_ref) * (lp_ref - lp_got)).sum(axis=1)
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    margin = top2[:, 1] - top2[:, 0]
+    decisive = margin > tie_margin
+    agree = ref.argmax(axis=1) == got.argmax(axis=1)
+    counts["n_decisive"] = int(decisive.sum())
+    metrics = {
+        "max_abs_delta_logit": float(np.max(np.abs(ref - got))),
+        "top1_agreement": float(agree.mean()),
+        "min_ref_top1_margin": float(margin.min()),
+        "mean_kl": float(kl.mean()),
+        "max_kl": float(kl.max()),
+    }
+    if decisive.any():  # no decisive position: no agreement figure at all (never a vacuous 1.0)
+        metrics["top1_agreement_decisive"] = float(agree[decisive].mean())
+    return counts, metrics
+
+
+def judge(counts: dict[str, int], metrics: dict[str, float], tol: dict[str, float]) -> list[str]:
     problems = []
-    if metrics["max_abs_delta_logit"] > max_abs_delta:
-        problems.append(f"max |delta logit| {metrics['max_abs_delta_logit']:.4g} > {max_abs_delta:g}")
-    if metrics["mean_kl"] > max_mean_kl:
-        problems.append(f"mean KL {metrics['mean_kl']:.3g} > {max_mean_kl:g}")
-    if metrics["top1_agreement_decisive"] < min_top1:
-        problems.append(f"top-1 agreement on decisive positions {metrics['top1_agreement_decisive']:.3f} < {min_top1:g}")
+    if counts.get("nonfinite_lane") or counts.get("nonfinite_reference"):
+        problems.append(f"non-finite logits: {counts.get('nonfinite_lane', 0)} in the lane's, "
+                        f"{counts.get('nonfinite_reference', 0)} in the reference's")
+        return problems
+    n, n_decisive = counts.get("n_tokens", 0), counts.get("n_decisive", 0)
+    need = max(1, math.ceil(tol["tol_min_decisive_fraction"] * n))
+    if n_decisive < need:
+        problems.append(f"only {n_decisive} of {n} positions have a decisive reference top-1 (margin > "
+                        f"{tol['tie_margin']:g}); need {need}: top-1 agreement would prove nothing")
+
+    # `not (x <= tol)`: a NaN or missing figure fails instead of slipping past a `>` comparison.
+    def within(key: str, limit: float, upper: bool = True) -> bool:
+        x = metrics.get(key, math.nan)
+        return x <= limit if upper else x >= limit
+
+    if not within("max_abs_delta_logit", tol["tol_max_abs_delta_logit"]):
+        problems.append(f"max |delta logit| {metrics.get('max_abs_delta_logit', math.nan):.4g} > {tol['tol_max_abs_delta_logit']:g}")
+    if not within("mean_kl", tol["tol_mean_kl"]):
+        problems.append(f"mean KL {metrics.get('mean_kl', math.nan):.3g} > {tol['tol_mean_kl']:g}")
+    if n_decisive and not within("top1_agreement_decisive", tol["tol_top1_agreement_decisive"], upper=False):
+        problems.append(f"top-1 agreement on decisive positions {metrics.get('top1_agreement_decisive', math.nan):.3f} "
+                        f"< {tol['tol_top1_agreement_decisive']:g}")
     return problems
 
 
-def _read(step: Step, res, path: pathlib.Path):
+def save_logits(path: pathlib.Path, tokens: np.ndarray, lane: np.ndarray, reference: np.ndarray) -> None:
+    # Exactly the arrays compared: the lane's float32 as llama-logits wrote them, the reference
+    # as computed (float64 for the NumPy oracle, float32 for the CPU lane).
+    with open(path, "wb") as f:
+        np.savez_compressed(f, tokens=np.asarray(tokens), lane=np.asarray(lane), reference=np.asarray(reference))
+
+
+def read_tolerances(text: str) -> dict[str, float]:
+    return {m.group("key"): float(m.group("value")) for m in _CONFIG.finditer(text)
+            if m.group("key").startswith(("tol_", "tie_margin"))}
+
+
+def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+    logs_dir = pathlib.Path(logs_dir)
+    tol = read_tolerances((logs_dir / f"{STEP}.log").read_text(encoding="utf-8", errors="replace"))
+    with np.load(logs_dir / LOGITS_FILE, allow_pickle=False) as z:
+        counts, metrics = compare(z["reference"], z["lane"], tol.get("tie_margin", TIE_MARGIN))
+    metrics.update(tol)
+    return counts, metrics
+
+
+def _read(res, path: pathlib.Path):
     if res.exit_code != 0 or not path.is_file():
         raise RuntimeError(f"{pathlib.Path(res.argv[0]).name} exited {res.exit_code} without logits")
     return reference_forward.read_logits_file(path)
@@ -57,6 +143,9 @@ def _read(step: Step, res, path: pathlib.Path):
 
 def run_reference_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
     cfg = ctx.config
+    tol = tolerances(ctx)
+    for key, value in tol.items():
+        step.log(f"# lanes-config {key}={value!r}")
     got_path = ctx.scratch_dir / "lane.logits"
     # Against the float64 reference: flash attention off and an F32 KV cache, since either would
     # round K/V to F16 and hide real errors under a loose tolerance.
@@ -64,11 +153,11 @@ def run_reference_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
     res = step.run(logits_command(ctx, ctx.bin("llama-logits"), got_path, ctx.lane.is_accelerator, flash_attn), cfg.timeout_s)
     step.result.exit_code = res.exit_code
     try:
-        tokens, got = _read(step, res, got_path)
+        tokens, got = _read(res, got_path)
         if ctx.lane.is_accelerator:
             ref_path = ctx.scratch_dir / "cpu_lane.logits"
             ref_res = step.run(logits_command(ctx, ctx.bin("llama-logits", cfg.cpu_lane_dir), ref_path, False), cfg.timeout_s)
-            ref_tokens, ref = _read(step, ref_res, ref_path)
+            ref_tokens, ref = _read(ref_res, ref_path)
             if not np.array_equal(tokens, ref_tokens):
                 return CR.FAIL, "the lane and the CPU lane tokenized the prompt differently"
             oracle = "CPU lane llama-logits"
@@ -76,22 +165,22 @@ def run_reference_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
             step.log(f"reference: NumPy float64 forward of {cfg.model} over {len(tokens)} tokens")
             ref = reference_forward.forward(reference_forward.load_model(cfg.model), tokens)
             oracle = "NumPy float64 reference"
-        metrics = reference_forward.compare_logits(ref, got)
     except (RuntimeError, ValueError, KeyError) as err:
         return CR.FAIL, f"{type(err).__name__}: {err}"
-    step.log(f"comparison vs {oracle}: {metrics}")
-    step.result.counts["n_tokens"] = int(metrics["n_tokens"])
-    step.result.counts["n_vocab"] = int(got.shape[1])
-    step.result.counts["n_decisive"] = int(metrics.get("n_decisive", metrics["n_tokens"]))
-    for key in ("max_abs_delta_logit", "top1_agreement", "top1_agreement_decisive", "mean_kl", "max_kl"):
-        if key in metrics:
-            step.result.metrics[key] = float(metrics[key])
-    max_delta, max_kl, min_top1 = tolerances(ctx)
-    step.result.metrics["tol_max_abs_delta_logit"] = max_delta
-    step.result.metrics["tol_mean_kl"] = max_kl
-    step.result.metrics["tol_top1_agreement_decisive"] = min_top1
-    problems = judge(metrics, max_delta, max_kl, min_top1)
+    logits_path = ctx.logs_dir / LOGITS_FILE
+    save_logits(logits_path, tokens, got, ref)
+    step.extra_logs.append(logits_path)
+    step.log(f"oracle: {oracle}; logits kept in {LOGITS_FILE} (arrays tokens, lane, reference)")
+    try:
+        counts, metrics = recompute(ctx.logs_dir)
+    except ValueError as err:
+        return CR.FAIL, f"{type(err).__name__}: {err}"
+    step.log(f"comparison vs {oracle}: {counts} {metrics}")
+    step.result.counts.update(counts)
+    step.result.metrics.update(metrics)
+    problems = judge(counts, metrics, tol)
     if problems:
         return CR.FAIL, f"vs {oracle}: " + "; ".join(problems)
     return CR.PASS, (f"vs {oracle}: max|dlogit| {metrics['max_abs_delta_logit']:.3g}, mean KL {metrics['mean_kl']:.2g}, "
-                     f"top-1 {metrics['top1_agreement']:.3f} over {metrics['n_tokens']} tokens")
+                     f"top-1 {metrics['top1_agreement']:.3f} over {counts['n_tokens']} tokens "
+                     f"({counts['n_decisive']} decisive, agreement there {metrics['top1_agreement_decisive']:.3f})")

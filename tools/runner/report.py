@@ -10,6 +10,7 @@ import socket
 from google.protobuf import json_format
 
 from proto import runner_report_pb2 as rpb
+from tools.evidence import atomic_files
 from tools.evidence.build_evidence import sha256_file
 
 CR = rpb.CheckResult
@@ -75,14 +76,13 @@ def write_report(report: rpb.RunnerReport, report_path: pathlib.Path) -> pathlib
     """Writes <report>.pb and its .json twin atomically; returns the JSON path."""
     twin = json_path(report_path)
     try:
-        report_path.parent.mkdir(parents=True, exist_ok=True)
-        for path, data in ((report_path, report.SerializeToString(deterministic=True)),
-                           (twin, (json_format.MessageToJson(report, sort_keys=True) + "\n").encode())):
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+        # The .json twin first: the .pb (what certify reads and digests) appears only when both exist.
+        for path, data in ((twin, (json_format.MessageToJson(report, sort_keys=True) + "\n").encode()),
+                           (report_path, report.SerializeToString(deterministic=True))):
+            atomic_files.write_bytes_atomic(path, data)
     except OSError as err:
-        raise ReportWriteError(f"cannot write the report at {report_path}: {err.strerror or err}") from err
+        reason = err.strerror.partition(": ")[2] if isinstance(err, atomic_files.AtomicWriteError) else (err.strerror or err)
+        raise ReportWriteError(f"cannot write the report at {report_path}: {reason}") from err
     return twin
 
 

@@ -10,10 +10,11 @@ into the RunnerReport (<report>.pb + .json twin). Exit 0 only when the run is pa
 
 from __future__ import annotations
 
+import importlib
+import math
 import pathlib
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 
@@ -21,11 +22,14 @@ from absl import app, flags
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
+from tools.model import model_store
+from tools.runner import recipe as recipe_lib
 from tools.runner import report as report_lib
+from tools.runner import run_lock
 from tools.runner import speed_floors
 from tools.runner.config import CHECKS, DEFAULT_KV_TYPES, RunnerConfig
 from tools.runner.context import RunContext
-from tools.runner.lane_spec import Lane, LaneSpecError, load_lane
+from tools.runner.lane_spec import LaneSpecError, load_lane
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
@@ -37,11 +41,12 @@ EXIT_OK, EXIT_FAIL, EXIT_UNAVAILABLE, EXIT_REPORT_UNWRITABLE, EXIT_USAGE = 0, 1,
 def _check_functions():
     # Imported here so that `--help` and the unit tests of one parser do not import NumPy/gguf.
     from tools.runner import (artifact_integrity, cancellation, cleanup, concurrency, fixture_parity,
-                              graph_smoke, preflight, reference_parity, speed)
+                              graph_smoke, op_oracle, preflight, reference_parity, speed)
     return {
         "preflight": lambda ctx, step, rep: preflight.run_preflight(ctx, step),
         "artifact_integrity": artifact_integrity.run_artifact_integrity,
         "fixture_parity": lambda ctx, step, rep: fixture_parity.run_fixture_parity(ctx, step),
+        "op_oracle": lambda ctx, step, rep: op_oracle.run_op_oracle(ctx, step),
         "reference_parity": lambda ctx, step, rep: reference_parity.run_reference_parity(ctx, step),
         "graph_smoke": lambda ctx, step, rep: graph_smoke.run_graph_smoke(ctx, step),
         "concurrency": lambda ctx, step, rep: concurrency.run_concurrency(ctx, step),
@@ -69,6 +74,14 @@ def _not_run(name: str, why: str) -> CR:
     return CR(name=name, status=CR.SKIPPED, required=True, message=f"not run: {why}")
 
 
+def _model_shards(mi) -> list[rpb.ModelShard]:
+    """Every file of the model in split order: a GGUF split set is identified by all of them."""
+    files = model_store.split_set(pathlib.Path(mi.path))
+    if files == [pathlib.Path(mi.path)]:
+        return [rpb.ModelShard(name=pathlib.Path(mi.path).name, sha256=mi.sha256, size=mi.size)]
+    return model_store.shards(files)
+
+
 def _finish_report(report: rpb.RunnerReport, ctx: RunContext | None, config: RunnerConfig,
                    non_recordable: list[str]) -> None:
     report.finished_unix = time.time()
@@ -83,6 +96,10 @@ def _finish_report(report: rpb.RunnerReport, ctx: RunContext | None, config: Run
             mi = ctx.model_info
             report.model.CopyFrom(rpb.Model(name=mi.name, sha256=mi.sha256, size=mi.size,
                                             source=config.model_source or str(mi.path)))
+            report.model.shards.extend(_model_shards(mi))
+        # What the checks really ran, read back from the `$ ...` lines of the step logs.
+        report.recipe.CopyFrom(recipe_lib.recipe_from_logs(ctx.logs_dir, ctx.lane.is_accelerator,
+                                                           str(config.lane_dir / "bin")))
     report_lib.verdict(report, non_recordable)
 
 
@@ -112,19 +129,26 @@ def run(config: RunnerConfig) -> rpb.RunnerReport:
     logs_dir = config.out_dir / "logs"
     logs_dir.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(config=config, lane=lane, logs_dir=logs_dir,
-                     scratch_dir=pathlib.Path(tempfile.mkdtemp(prefix="lanes-runner-")))
-    try:
-        _run_checks(ctx, report)
-    finally:
-        # Whatever happened (including a skipped cleanup check), leave nothing behind.
-        ctx.tracker.stop_all()
+                     scratch_dir=run_lock.make_staging_dir("lanes-runner-"))  # owner in the name: swept if we die
+
+    def stop_everything() -> None:
+        # Whatever happened (a skipped cleanup check, SIGTERM), leave nothing behind; the lock last.
+        ctx.tracker.stop_all(grace_s=2.0)
         shutil.rmtree(ctx.scratch_dir, ignore_errors=True)
+        ctx.tracker.release()
+
+    try:
+        with run_lock.stop_run_on_signal(stop_everything):
+            _run_checks(ctx, report)
+    finally:
+        stop_everything()
     _finish_report(report, ctx, config, non_recordable + ctx.non_recordable)
     _write(report, config)
     return report
 
 
 def _run_checks(ctx: RunContext, report: rpb.RunnerReport) -> None:
+    from tools.runner import cleanup  # with the checks: imported only when a run starts
     funcs = _check_functions()
     blocked = ""
     report_dir = ctx.config.report.parent
@@ -136,6 +160,7 @@ def _run_checks(ctx: RunContext, report: rpb.RunnerReport) -> None:
             report.checks.append(CR(name=name, status=CR.SKIPPED, required=True,
                                     message="skipped by --skip (bring-up only; the run is not recordable)"))
             continue
+        pids_before = len(ctx.tracker.pids)
         step = Step(name, ctx.logs_dir, ctx.tracker)
         print(f"[runner] {name} ...", flush=True)
         t0 = time.monotonic()
@@ -145,6 +170,11 @@ def _run_checks(ctx: RunContext, report: rpb.RunnerReport) -> None:
             step.log(traceback.format_exc())
             status, message = CR.FAIL, f"check crashed: {type(err).__name__}: {err}"
         step.result.seconds = time.monotonic() - t0
+        # The report's figures are recompute(logs)'s, so an auditor re-derives exactly them.
+        problem = _recompute_figures(name, ctx.logs_dir, step.result)
+        if problem:
+            step.log(f"# {problem}")
+            status, message = CR.FAIL, f"{message}; {problem}" if message else problem
         result = step.finish(status, message)
         for path in [step.log_path, step.exit_path, *step.extra_logs]:
             digest = report_lib.log_digest(path, report_dir)
@@ -154,6 +184,45 @@ def _run_checks(ctx: RunContext, report: rpb.RunnerReport) -> None:
         print(f"[runner] {name}: {CR.Status.Name(status)} ({result.seconds:.1f}s) {message}", flush=True)
         if name == "preflight" and status != CR.PASS:
             blocked = f"preflight {CR.Status.Name(status)}"
+        if name != "cleanup":
+            # Every process this step started must be gone now (the cleanup check aggregates these).
+            cleanup.after_step(ctx, name, ctx.tracker.pids[pids_before:])
+    steps_log = cleanup.steps_log_path(ctx.logs_dir)
+    if steps_log.is_file() and not any(d.path.endswith(steps_log.name) for d in report.logs):
+        report.logs.append(report_lib.log_digest(steps_log, report_dir))  # cleanup did not run: still digested
+
+
+def _recompute_figures(name: str, logs_dir: pathlib.Path, result: CR) -> str:
+    """Replaces the check's counts/metrics with recompute(logs_dir)'s; a problem if they differ or it fails.
+
+    A check without recompute() keeps its figures (the audit reports it as unverifiable).
+    """
+    try:
+        module = importlib.import_module(f"tools.runner.{name}")
+    except ImportError:
+        return ""
+    fn = getattr(module, "recompute", None)
+    if fn is None:
+        return ""
+    try:
+        counts, metrics = fn(logs_dir)
+    except Exception as err:  # fail closed: figures nobody can re-derive are not reported as measured
+        return f"recompute(logs) failed: {type(err).__name__}: {err}"
+    diffs = [f"{k} {dict(result.counts).get(k)} != {counts.get(k)}"
+             for k in sorted(set(result.counts) | set(counts)) if dict(result.counts).get(k) != counts.get(k)]
+    for k in sorted(set(result.metrics) | set(metrics)):
+        a, b = dict(result.metrics).get(k), metrics.get(k)
+        same = a is not None and b is not None and (a == b or (math.isnan(a) and math.isnan(b)) or
+                                                    math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12))
+        if not same:
+            diffs.append(f"{k} {a} != {b}")
+    result.counts.clear()
+    result.counts.update({k: int(v) for k, v in counts.items()})
+    result.metrics.clear()
+    result.metrics.update({k: float(v) for k, v in metrics.items()})
+    if diffs:
+        return f"figures differ from recompute(logs): {'; '.join(diffs[:5])}" + (f" (+{len(diffs) - 5})" if len(diffs) > 5 else "")
+    return ""
 
 
 def _write(report: rpb.RunnerReport, config: RunnerConfig) -> None:
@@ -205,7 +274,12 @@ def define_flags() -> None:
     flags.DEFINE_integer("bench_tg", 0, "llama-bench -n (0: 32 CPU, 128 accelerators).")
     flags.DEFINE_integer("bench_reps", 0, "llama-bench -r (0: 2 CPU, 3 accelerators).")
     flags.DEFINE_string("roofline_model", "", "GGUF large enough to be memory-bandwidth bound; speed reports tg's fraction of --hbm_bandwidth_gbs on it.")
-    flags.DEFINE_float("hbm_bandwidth_gbs", 0.0, "Measured device memory bandwidth, GB/s (bytes read + written per second).")
+    flags.DEFINE_float("hbm_bandwidth_gbs", 0.0, "Bring-up override (non-recordable) of the device memory bandwidth, GB/s, "
+                       "that the speed step otherwise measures itself (tools/runner/cuda/membw.cu).")
+    flags.DEFINE_float("min_speedup_pp", RunnerConfig.min_speedup_pp, "Accelerator lanes: min pp speed-up over the CPU lane "
+                       "on this host (the policy's speed.speedup_pp floor raises it; lower = non-recordable).")
+    flags.DEFINE_float("min_speedup_roofline_tg", RunnerConfig.min_speedup_roofline_tg, "Accelerator lanes: min tg speed-up "
+                       "over the CPU lane on --roofline_model (policy speed.roofline_speedup_tg raises it; lower = non-recordable).")
     flags.DEFINE_float("memory_tolerance_mib", 64.0, "cleanup: allowed GPU memory growth, MiB.")
     flags.DEFINE_integer("gpu_index", 0, "GPU (nvidia-smi index) the run is about.")
     flags.DEFINE_string("build_provenance", "bazel", 'How the artifacts came to be: "bazel" or "rebuild-from-lane-spec on <host>".')
@@ -225,15 +299,26 @@ def config_from_flags() -> RunnerConfig:
         parity_min_top1=FLAGS.parity_min_top1, bench_pp=FLAGS.bench_pp, bench_tg=FLAGS.bench_tg,
         bench_reps=FLAGS.bench_reps, roofline_model=path(FLAGS.roofline_model), hbm_bandwidth_gbs=FLAGS.hbm_bandwidth_gbs,
         memory_tolerance_mib=FLAGS.memory_tolerance_mib, gpu_index=FLAGS.gpu_index,
-        build_provenance=FLAGS.build_provenance,
+        build_provenance=FLAGS.build_provenance, min_speedup_pp=FLAGS.min_speedup_pp,
+        min_speedup_roofline_tg=FLAGS.min_speedup_roofline_tg,
     )
     if FLAGS.threads:
         cfg.threads = FLAGS.threads
     if FLAGS.policy:
-        lane_id = load_lane(cfg.spec, cfg.lane).lane_id
-        tg, pp = speed_floors.floors_for_lane(pathlib.Path(FLAGS.policy), lane_id)
-        cfg.speed_floor_tg, cfg.speed_floor_pp = max(cfg.speed_floor_tg, tg), max(cfg.speed_floor_pp, pp)
+        apply_policy(cfg, pathlib.Path(FLAGS.policy), load_lane(cfg.spec, cfg.lane).lane_id)
     return cfg
+
+
+def apply_policy(cfg: RunnerConfig, policy_path: pathlib.Path, lane_id: str) -> None:
+    """The policy's floors raise the run's; its ceilings are the run's bounds (admission re-checks
+    both against the record, so a run held to looser bounds than the policy is refused anyway)."""
+    tg, pp = speed_floors.floors_for_lane(policy_path, lane_id)
+    cfg.speed_floor_tg, cfg.speed_floor_pp = max(cfg.speed_floor_tg, tg), max(cfg.speed_floor_pp, pp)
+    rel_pp, rel_tg = speed_floors.relative_floors_for_lane(policy_path, lane_id)
+    cfg.min_speedup_pp, cfg.min_speedup_roofline_tg = max(cfg.min_speedup_pp, rel_pp), max(cfg.min_speedup_roofline_tg, rel_tg)
+    cancel = speed_floors.ceiling_for_lane(policy_path, lane_id, speed_floors.CANCEL_CEILING)
+    if cancel is not None:
+        cfg.cancel_bound_s = cancel
 
 
 def main(argv: list[str]) -> int:

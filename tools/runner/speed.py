@@ -1,45 +1,162 @@
-"""Useful speed: llama-bench JSON (prompt processing and token generation), floors from policy, the
-speed-up over the CPU lane on the same host, and optionally the fraction of the memory-bandwidth
-roofline token generation reaches (each generated token reads every weight once)."""
+"""Useful speed: llama-bench on the lane (and, for accelerators, on the CPU lane of the same host in
+the same run), the backend llama-bench says it ran, and for accelerators the fraction of the
+memory-bandwidth roofline that token generation reaches on a bandwidth-bound model.
+
+Floors:
+- CPU lane: absolute tokens/s floors from the policy (speed.tg_tokens_per_s, speed.pp_tokens_per_s).
+- Accelerator lanes: relative to the CPU lane measured here, now. Absolute floors cannot catch a
+  fallback: on the H200 host the CPU lane itself does pp512 81,624 and tg128 4,417 tok/s on the tiny
+  model, above the old CUDA floors (10,000 / 1,000).
+  * pp: lane pp >= min_speedup_pp (default 2.0) x CPU lane pp on the tiny model. Prompt processing
+    is compute bound even on a tiny model; measured x3.2 on the H200 (a CPU fallback gives ~x1).
+  * tg: lane tg >= min_speedup_roofline_tg (default 4.0) x CPU lane tg on the roofline model.
+    On the tiny model tg is launch-latency bound on both sides (measured x0.98), so no ratio there
+    tells a GPU from a CPU; on a 4 GB model tg is memory-bandwidth bound: measured x34 (HBM
+    4,249 GB/s vs ~90 GB/s effective on the host CPU). 4.0 leaves ~8x margin for hosts with more
+    CPU bandwidth, and still fails a lane whose weights sit in host memory (~x1) or half of them
+    (< x2).
+- Every bench must name the lane's backend in its JSON (`backends`; accelerators also a `gpu_info`
+  device and n_gpu_layers > 0), and an accelerator lane's bench log must show full offload.
+
+Roofline (accelerators): bytes = the weights resident in device memory, summed from the backend's own
+`load_tensors: CUDA0 model buffer size = X MiB` lines of the roofline bench (llama-bench -v); the
+token-embedding table stays in host memory (CPU_Mapped) and is excluded: one row of it is read per
+token. Bandwidth = tools/runner/cuda/membw.cu, compiled and run inside this step (its output is
+digested); --hbm_bandwidth_gbs replaces it only as a bring-up override (non-recordable).
+
+Raw files (all in step.extra_logs): speed.<bench>.json (llama-bench stdout), speed.<bench>.log
+(its stderr), speed.membw.json / speed.membw.log. recompute() derives every figure from them.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import pathlib
 import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import time
 
 from proto import runner_report_pb2 as rpb
+from tools.runner import log_blocks
+from tools.runner.config import RunnerConfig
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
 
+# ggml backend registry names, as llama-bench prints them in "backends".
+BENCH_BACKEND = {"cpu": "CPU", "cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "MTL"}
+# Device buffer names in load_tensors lines (CUDA0, ...); anything else (CPU, CPU_Mapped, CUDA_Host,
+# CPU_REPACK) is host memory.
+_DEVICE_BUFFER = {"cuda": r"CUDA\d+", "rocm": r"ROCm\d+", "vulkan": r"Vulkan\d+", "metal": r"MTL\d+"}
+_BUFFER_LINE = re.compile(r"^.*load_tensors:\s+(\S+) model buffer size =\s*([0-9.]+) MiB\s*$", re.MULTILINE)
+_OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
+MEMBW_SOURCE = pathlib.Path(__file__).resolve().parent / "cuda" / "membw.cu"
 
-def parse_llama_bench_json(text: str) -> dict[str, float]:
-    """pp/tg tokens per second and model bytes from `llama-bench -o json` (a JSON array of tests)."""
-    # stdout and stderr share the step's capture: take the first line-initial JSON array of objects.
-    tests = None
+# Bench labels -> raw files speed.<label>.json / speed.<label>.log.
+LANE, CPU_LANE, ROOFLINE_LANE, ROOFLINE_CPU_LANE = "lane", "cpu_lane", "roofline_lane", "roofline_cpu_lane"
+
+
+def parse_bench_tests(text: str) -> list[dict]:
+    """The tests of `llama-bench -o json` (a JSON array of objects), from its stdout."""
     for m in re.finditer(r"^\[", text, flags=re.MULTILINE):
         try:
             value, _ = json.JSONDecoder().raw_decode(text[m.start():])
         except ValueError:
             continue
-        if isinstance(value, list) and all(isinstance(t, dict) for t in value):
-            tests = value
-            break
-    if tests is None:
-        raise ValueError("no JSON array of tests in llama-bench output")
+        if isinstance(value, list) and value and all(isinstance(t, dict) for t in value):
+            return value
+    raise ValueError("no JSON array of tests in llama-bench output")
+
+
+def bench_figures(tests: list[dict]) -> dict[str, float]:
+    """pp/tg tokens per second (+ stddev, sizes) and the model's file bytes."""
     out: dict[str, float] = {}
     for t in tests:
-        if t.get("n_prompt", 0) > 0 and t.get("n_gen", 0) == 0:
-            out["pp_tokens_per_s"] = float(t["avg_ts"])
-            out["pp_stddev"] = float(t.get("stddev_ts", 0.0))
-        elif t.get("n_gen", 0) > 0 and t.get("n_prompt", 0) == 0:
-            out["tg_tokens_per_s"] = float(t["avg_ts"])
-            out["tg_stddev"] = float(t.get("stddev_ts", 0.0))
+        n_prompt, n_gen = int(t.get("n_prompt", 0)), int(t.get("n_gen", 0))
+        kind = "pp" if n_prompt > 0 and n_gen == 0 else "tg" if n_gen > 0 and n_prompt == 0 else None
+        if kind is None:
+            continue
+        out[f"{kind}_tokens_per_s"] = float(t["avg_ts"])
+        out[f"{kind}_stddev"] = float(t.get("stddev_ts", 0.0))
+        out[f"{kind}_size"] = n_prompt or n_gen
+        out[f"{kind}_repetitions"] = len(t.get("samples_ts", []))
         out["model_bytes"] = float(t.get("model_size", 0))
     if "pp_tokens_per_s" not in out and "tg_tokens_per_s" not in out:
         raise ValueError("llama-bench JSON has neither a prompt nor a generation test")
     return out
+
+
+def parse_llama_bench_json(text: str) -> dict[str, float]:
+    """pp/tg tokens per second and model bytes from `llama-bench -o json` output."""
+    return bench_figures(parse_bench_tests(text))
+
+
+def backend_problems(tests: list[dict], backend: str, offload: bool) -> list[str]:
+    """What in the JSON contradicts the bench having run on `backend` (a fallback, a wrong build)."""
+    want = BENCH_BACKEND[backend]
+    problems = []
+    for t in tests:
+        named = [b.strip() for b in str(t.get("backends", "")).split(",") if b.strip()]
+        what = f"test n_prompt={t.get('n_prompt')} n_gen={t.get('n_gen')}"
+        if backend == "cpu":
+            if named != ["CPU"]:
+                problems.append(f"{what}: backends {t.get('backends')!r}, not the CPU lane's 'CPU'")
+            if int(t.get("n_gpu_layers", 0)) > 0 and offload:
+                problems.append(f"{what}: n_gpu_layers {t.get('n_gpu_layers')} on the CPU lane")
+        else:
+            if want not in named:
+                problems.append(f"{what}: backends {t.get('backends')!r} does not name {want}")
+            if not str(t.get("gpu_info", "")).strip():
+                problems.append(f"{what}: gpu_info is empty: llama-bench saw no {want} device")
+            if int(t.get("n_gpu_layers", 0)) <= 0:
+                problems.append(f"{what}: n_gpu_layers {t.get('n_gpu_layers')}: nothing offloaded")
+    return problems
+
+
+def device_weight_bytes(log_text: str, backend: str) -> tuple[int, int, list[str]]:
+    """(device bytes, host bytes, the buffer-size lines used) from load_tensors lines.
+
+    MiB values are printed with 2 decimals: each line is exact to +-5 KiB. Only the first model
+    load is summed (llama-bench keeps the model loaded across tests with the same parameters).
+    """
+    pattern = re.compile(_DEVICE_BUFFER.get(backend, r"(?!)") + r"$")
+    device = host = 0
+    lines: list[str] = []
+    seen: set[str] = set()
+    for m in _BUFFER_LINE.finditer(log_text):
+        name = m.group(1)
+        if name in seen:  # a second load of the same model
+            break
+        seen.add(name)
+        nbytes = round(float(m.group(2)) * 1024 * 1024)
+        lines.append(m.group(0).strip())
+        if pattern.match(name):
+            device += nbytes
+        else:
+            host += nbytes
+    return device, host, lines
+
+
+def parse_offloaded(log_text: str) -> tuple[int, int] | None:
+    """(layers offloaded, layers) of the first model load, None when the log has no such line."""
+    m = _OFFLOADED.search(log_text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def parse_membw(text: str) -> float:
+    """GB/s (bytes read + written per second) from membw's JSON: bytes_moved / median sample (the
+    upper median, as membw.cu prints it)."""
+    data = json.loads(text)
+    samples = [float(s) for s in data["samples_ms"]]
+    if not samples or min(samples) <= 0:
+        raise ValueError("membw: no positive timing samples")
+    return float(data["bytes_moved"]) / (statistics.median_high(samples) / 1e3) / 1e9
 
 
 def bench_sizes(ctx: RunContext) -> tuple[int, int, int]:
@@ -50,70 +167,241 @@ def bench_sizes(ctx: RunContext) -> tuple[int, int, int]:
 
 def bench_command(ctx: RunContext, lane_dir, offload: bool, model=None, sizes=None) -> list[str]:
     pp, tg, reps = sizes or bench_sizes(ctx)
+    # -v: the loader's log (backend, offload, buffer sizes) goes to stderr, the JSON alone to stdout.
     argv = [str(ctx.bin("llama-bench", lane_dir)), "-m", str(model or ctx.config.model), "-p", str(pp), "-n", str(tg),
-            "-r", str(reps), "-t", str(ctx.config.threads), "-o", "json"]
+            "-r", str(reps), "-t", str(ctx.config.threads), "-o", "json", "-v"]
     return argv + (["-ngl", "99"] if offload else ["-ngl", "0"])
 
 
-def _bench(step: Step, argv: list[str], timeout_s: float) -> dict[str, float]:
-    res = step.run(argv, timeout_s)
-    if res.exit_code != 0:
-        raise RuntimeError(f"llama-bench exited {res.exit_code}")
-    return parse_llama_bench_json(res.output)
-
-
-def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
-    cfg = ctx.config
-    m = step.result.metrics
+def _run_to_files(ctx: RunContext, step: Step, argv: list[str], stdout: pathlib.Path, stderr: pathlib.Path,
+                  timeout_s: float) -> int:
+    """Runs argv (tracked) with stdout and stderr in raw files of their own, kept as extra logs."""
+    argv = [str(a) for a in argv]
+    names = f"stdout: {stdout.name}" + (f", stderr: {stderr.name}" if stderr != stdout else "")
+    step.log(f"$ {shlex.join(argv)}  ({names})")
+    start = time.monotonic()
+    # A file this step already wrote (membw.log: compile, then run) is appended to, never replaced.
+    out = open(stdout, "ab" if stdout in step.extra_logs else "wb")
+    err = out if stderr == stdout else open(stderr, "ab" if stderr in step.extra_logs else "wb")
     try:
-        lane = _bench(step, bench_command(ctx, cfg.lane_dir, ctx.lane.is_accelerator), cfg.timeout_s)
-        m.update({k: v for k, v in lane.items() if k != "model_bytes"})
-        ctx.model_bytes = int(lane.get("model_bytes", 0))
-        if ctx.lane.is_accelerator:
-            cpu = _bench(step, bench_command(ctx, cfg.cpu_lane_dir, False), cfg.timeout_s)
+        proc = ctx.tracker.popen(argv, stdout=out, stderr=subprocess.STDOUT if err is out else err)
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            ctx.tracker.stop(proc)
+            code = 124
+    finally:
+        out.close()
+        if err is not out:
+            err.close()
+    for p in (stdout, stderr):
+        if p not in step.extra_logs:
+            step.extra_logs.append(p)
+    step.log(f"# exit {code} after {time.monotonic() - start:.2f}s")
+    return code
+
+
+def _bench(ctx: RunContext, step: Step, label: str, argv: list[str]) -> int:
+    return _run_to_files(ctx, step, argv, ctx.logs_dir / f"speed.{label}.json", ctx.logs_dir / f"speed.{label}.log",
+                         ctx.config.timeout_s)
+
+
+def _nvcc() -> str | None:
+    for cand in (shutil.which("nvcc"), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
+                 "/usr/local/cuda/bin/nvcc"):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def measure_bandwidth(ctx: RunContext, step: Step) -> str | None:
+    """Compiles and runs membw.cu (CUDA lanes); returns a problem or None. Output: speed.membw.*."""
+    log, out = ctx.logs_dir / "speed.membw.log", ctx.logs_dir / "speed.membw.json"
+    if ctx.lane.backend != "cuda":
+        return f"no bandwidth probe for backend {ctx.lane.backend}"
+    nvcc = _nvcc()
+    if nvcc is None:
+        return "nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): cannot compile the bandwidth probe"
+    arch = "sm_" + ctx.device.compute_capability.replace(".", "")
+    binary = ctx.scratch_dir / "membw"
+    code = _run_to_files(ctx, step, [nvcc, "-O2", f"-arch={arch}", "-o", binary, MEMBW_SOURCE], log, log, 600)
+    if code != 0:
+        return f"nvcc exited {code} compiling membw.cu (see {log.name})"
+    code = _run_to_files(ctx, step, [binary, str(ctx.config.gpu_index)], out, log, ctx.config.timeout_s)
+    return f"membw exited {code} (see {log.name})" if code != 0 else None
+
+
+def _load(logs_dir: pathlib.Path, label: str) -> tuple[list[dict] | None, str]:
+    path = logs_dir / f"speed.{label}.json"
+    if not path.is_file():
+        return None, ""
+    try:
+        return parse_bench_tests(log_blocks.read(path)), log_blocks.read(logs_dir / f"speed.{label}.log")
+    except ValueError:
+        return [], log_blocks.read(logs_dir / f"speed.{label}.log")
+
+
+def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str], str]:
+    """(counts, metrics, problems, summary) from speed.log's config lines and the raw bench files."""
+    cfg = log_blocks.config_values(log_blocks.read(logs_dir / "speed.log"))
+    backend = cfg.get("backend", "cpu")
+    accel = backend != "cpu"
+    counts: dict[str, int] = {}
+    m: dict[str, float] = {}
+    problems: list[str] = []
+
+    def fnum(key: str) -> float:
+        return float(cfg.get(key, "0") or 0)
+
+    lane_tests, lane_log = _load(logs_dir, LANE)
+    if not lane_tests:
+        problems.append("no llama-bench JSON for the lane" if lane_tests is None else "lane llama-bench JSON unreadable")
+        return counts, m, problems, ""
+    lane = bench_figures(lane_tests)
+    problems += [f"lane bench: {p}" for p in backend_problems(lane_tests, backend, accel)]
+    for k in ("pp_tokens_per_s", "pp_stddev", "tg_tokens_per_s", "tg_stddev"):
+        if k in lane:
+            m[k] = lane[k]
+    counts.update({"n_prompt": int(lane.get("pp_size", 0)), "n_gen": int(lane.get("tg_size", 0)),
+                   "repetitions": int(lane.get("tg_repetitions", lane.get("pp_repetitions", 0))),
+                   "model_bytes": int(lane.get("model_bytes", 0))})
+    summary = f"pp{counts['n_prompt']} {m.get('pp_tokens_per_s', 0):.1f} tok/s, tg{counts['n_gen']} {m.get('tg_tokens_per_s', 0):.1f} tok/s"
+
+    if not accel:
+        m["floor_tg_tokens_per_s"], m["floor_pp_tokens_per_s"] = fnum("floor_tg_tokens_per_s"), fnum("floor_pp_tokens_per_s")
+        for kind in ("tg", "pp"):
+            value, floor = m.get(f"{kind}_tokens_per_s"), m[f"floor_{kind}_tokens_per_s"]
+            if value is None or not value >= floor:  # `not >=` also fails NaN
+                problems.append(f"{kind} {value if value is not None else 'absent'} tok/s below floor {floor:g}")
+    else:
+        offl = parse_offloaded(lane_log)
+        if offl is None or offl[0] != offl[1] or offl[1] <= 0:
+            problems.append(f"lane bench log shows no full offload (offloaded {offl or 'line absent'})")
+        else:
+            counts["layers_offloaded"], counts["layers"] = offl
+        m["floor_speedup_pp"], m["floor_roofline_speedup_tg"] = fnum("min_speedup_pp"), fnum("min_speedup_roofline_tg")
+        cpu_tests, _ = _load(logs_dir, CPU_LANE)
+        if not cpu_tests:
+            problems.append("no llama-bench JSON for the CPU lane on this host")
+        else:
+            problems += [f"CPU lane bench: {p}" for p in backend_problems(cpu_tests, "cpu", False)]
+            cpu = bench_figures(cpu_tests)
             for k in ("pp_tokens_per_s", "tg_tokens_per_s"):
                 if k in cpu:
                     m[f"cpu_lane_{k}"] = cpu[k]
-                    if cpu[k] > 0 and k in lane:
+                    if k in lane and cpu[k] > 0:
                         m[f"speedup_{k[:2]}"] = lane[k] / cpu[k]
-    except (RuntimeError, ValueError, KeyError) as err:
-        return CR.FAIL, f"{type(err).__name__}: {err}"
-    pp, tg, reps = bench_sizes(ctx)
-    step.result.counts.update({"n_prompt": pp, "n_gen": tg, "repetitions": reps, "model_bytes": ctx.model_bytes})
-    m["floor_tg_tokens_per_s"] = cfg.speed_floor_tg
-    m["floor_pp_tokens_per_s"] = cfg.speed_floor_pp
-    if cfg.roofline_model and cfg.hbm_bandwidth_gbs > 0:
-        # Each generated token reads every weight once: bytes/token ~ model bytes.
+        sp = m.get("speedup_pp")
+        if sp is None or not sp >= m["floor_speedup_pp"]:
+            problems.append(f"pp x{sp if sp is not None else 'absent'} vs the CPU lane, below the relative floor x{m['floor_speedup_pp']:g}")
+        summary += f", x{m.get('speedup_pp', 0):.2f} pp / x{m.get('speedup_tg', 0):.2f} tg vs CPU lane"
+        summary = _roofline(logs_dir, cfg, backend, m, counts, problems, summary)
+    for k, v in m.items():
+        if not math.isfinite(v):
+            problems.append(f"{k} is {v}")
+    return counts, m, problems, summary
+
+
+def _roofline(logs_dir, cfg, backend, m, counts, problems, summary) -> str:
+    big_tests, big_log = _load(logs_dir, ROOFLINE_LANE)
+    if not big_tests:
+        problems.append("no roofline bench (accelerator lanes need --roofline_model, a memory-bandwidth-bound GGUF)")
+        return summary
+    problems += [f"roofline bench: {p}" for p in backend_problems(big_tests, backend, True)]
+    big = bench_figures(big_tests)
+    m["roofline_tg_tokens_per_s"] = big.get("tg_tokens_per_s", 0.0)
+    counts["roofline_model_file_bytes"] = int(big.get("model_bytes", 0))
+    device, host, lines = device_weight_bytes(big_log, backend)
+    counts["roofline_device_weight_bytes"], counts["roofline_host_weight_bytes"] = device, host
+    offl = parse_offloaded(big_log)
+    if device <= 0 or offl is None or offl[0] != offl[1]:
+        problems.append(f"roofline bench log: no device model buffer or no full offload (offloaded {offl}, lines {lines})")
+    cpu_tests, _ = _load(logs_dir, ROOFLINE_CPU_LANE)
+    if cpu_tests:
+        problems += [f"roofline CPU lane bench: {p}" for p in backend_problems(cpu_tests, "cpu", False)]
+        cpu_tg = bench_figures(cpu_tests).get("tg_tokens_per_s", 0.0)
+        m["roofline_cpu_lane_tg_tokens_per_s"] = cpu_tg
+        if cpu_tg > 0:
+            m["roofline_speedup_tg"] = m["roofline_tg_tokens_per_s"] / cpu_tg
+    rs = m.get("roofline_speedup_tg")
+    if rs is None or not rs >= m["floor_roofline_speedup_tg"]:
+        problems.append(f"roofline tg x{rs if rs is not None else 'absent'} vs the CPU lane, below the relative floor "
+                        f"x{m['floor_roofline_speedup_tg']:g}")
+    override = fnum_cfg(cfg, "hbm_bandwidth_gbs_override")
+    membw = logs_dir / "speed.membw.json"
+    if override > 0:
+        bw = override
+    elif membw.is_file():
         try:
-            big = _bench(step, bench_command(ctx, cfg.lane_dir, ctx.lane.is_accelerator, cfg.roofline_model, (0, 128, 3)), cfg.timeout_s)
-        except (RuntimeError, ValueError, KeyError) as err:
-            return CR.FAIL, f"roofline model bench: {type(err).__name__}: {err}"
-        m["roofline_model_bytes"] = big.get("model_bytes", 0.0)
-        m["roofline_tg_tokens_per_s"] = big.get("tg_tokens_per_s", 0.0)
-        if ctx.lane.is_accelerator:
-            # The same big model on the CPU lane of this host: the speed-up where it matters.
-            try:
-                cpu_big = _bench(step, bench_command(ctx, cfg.cpu_lane_dir, False, cfg.roofline_model, (0, 32, 1)), cfg.timeout_s)
-            except (RuntimeError, ValueError, KeyError) as err:
-                return CR.FAIL, f"roofline model bench on the CPU lane: {type(err).__name__}: {err}"
-            m["roofline_cpu_lane_tg_tokens_per_s"] = cpu_big.get("tg_tokens_per_s", 0.0)
-            if m["roofline_cpu_lane_tg_tokens_per_s"] > 0:
-                m["roofline_speedup_tg"] = m["roofline_tg_tokens_per_s"] / m["roofline_cpu_lane_tg_tokens_per_s"]
-        m["hbm_bandwidth_gbs"] = cfg.hbm_bandwidth_gbs
-        m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * m["roofline_model_bytes"] / (cfg.hbm_bandwidth_gbs * 1e9)
-    problems = []
-    if m.get("tg_tokens_per_s", 0.0) < cfg.speed_floor_tg or "tg_tokens_per_s" not in m:
-        problems.append(f"tg {m.get('tg_tokens_per_s', 0):.1f} tok/s below floor {cfg.speed_floor_tg:g}")
-    if m.get("pp_tokens_per_s", 0.0) < cfg.speed_floor_pp or "pp_tokens_per_s" not in m:
-        problems.append(f"pp {m.get('pp_tokens_per_s', 0):.1f} tok/s below floor {cfg.speed_floor_pp:g}")
-    summary = f"pp{pp} {m.get('pp_tokens_per_s', 0):.1f} tok/s, tg{tg} {m.get('tg_tokens_per_s', 0):.1f} tok/s"
-    if "speedup_tg" in m:
-        summary += f", x{m['speedup_tg']:.1f} tg / x{m.get('speedup_pp', 0):.1f} pp vs CPU lane"
-    if "tg_roofline_fraction" in m:
-        summary += (f"; {m['roofline_model_bytes'] / 1e9:.2f} GB model: tg {m['roofline_tg_tokens_per_s']:.0f} tok/s = "
-                    f"{100 * m['tg_roofline_fraction']:.1f}% of {m['hbm_bandwidth_gbs']:.0f} GB/s")
-        if "roofline_speedup_tg" in m:
-            summary += f", x{m['roofline_speedup_tg']:.0f} vs CPU lane"
+            bw = parse_membw(log_blocks.read(membw))
+        except (ValueError, KeyError, TypeError) as err:
+            problems.append(f"speed.membw.json unreadable: {err}")
+            return summary
+    else:
+        problems.append("device memory bandwidth not measured (no speed.membw.json)")
+        return summary
+    m["hbm_bandwidth_gbs"] = bw
+    m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * device / (bw * 1e9)
+    if not m["tg_roofline_fraction"] <= 1.0:
+        problems.append(f"tg reaches {m['tg_roofline_fraction']:.2f} of the roofline: bytes or bandwidth are wrong")
+    summary += (f"; roofline: {device} B in device memory ({host} B host-resident excluded) x "
+                f"{m['roofline_tg_tokens_per_s']:.0f} tok/s = {100 * m['tg_roofline_fraction']:.1f}% of "
+                f"{bw:.0f} GB/s{' (override)' if override > 0 else ' (measured)'}, x{m.get('roofline_speedup_tg', 0):.1f} tg vs CPU lane")
+    return summary
+
+
+def fnum_cfg(cfg: dict[str, str], key: str) -> float:
+    try:
+        return float(cfg.get(key, "0") or 0)
+    except ValueError:
+        return 0.0
+
+
+def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+    counts, metrics, _, _ = evaluate(logs_dir)
+    return counts, metrics
+
+
+def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
+    cfg, accel = ctx.config, ctx.lane.is_accelerator
+    for stale in ctx.logs_dir.glob("speed.*.*"):  # a reused --out_dir: only this run's raw files count
+        if stale not in (step.log_path, step.exit_path):
+            stale.unlink()
+    step.log(f"# lanes-config backend={ctx.lane.backend}")
+    if accel:
+        step.log(f"# lanes-config min_speedup_pp={cfg.min_speedup_pp!r}")
+        step.log(f"# lanes-config min_speedup_roofline_tg={cfg.min_speedup_roofline_tg!r}")
+        for name in ("min_speedup_pp", "min_speedup_roofline_tg"):
+            if getattr(cfg, name) < getattr(RunnerConfig, name):
+                ctx.non_recordable.append(f"--{name}={getattr(cfg, name):g} is below the default "
+                                          f"{getattr(RunnerConfig, name):g} (bring-up only)")
+    else:
+        step.log(f"# lanes-config floor_tg_tokens_per_s={cfg.speed_floor_tg!r}")
+        step.log(f"# lanes-config floor_pp_tokens_per_s={cfg.speed_floor_pp!r}")
+    failures = []
+    if _bench(ctx, step, LANE, bench_command(ctx, cfg.lane_dir, accel)) != 0:
+        failures.append("llama-bench on the lane failed")
+    if accel:
+        if _bench(ctx, step, CPU_LANE, bench_command(ctx, cfg.cpu_lane_dir, False)) != 0:
+            failures.append("llama-bench on the CPU lane failed")
+        if cfg.roofline_model is not None:
+            if _bench(ctx, step, ROOFLINE_LANE, bench_command(ctx, cfg.lane_dir, True, cfg.roofline_model, (0, 128, 3))) != 0:
+                failures.append("roofline llama-bench on the lane failed")
+            # The same big model on the CPU lane of this host: the tg speed-up where it is bandwidth bound.
+            if _bench(ctx, step, ROOFLINE_CPU_LANE, bench_command(ctx, cfg.cpu_lane_dir, False, cfg.roofline_model, (0, 32, 1))) != 0:
+                failures.append("roofline llama-bench on the CPU lane failed")
+            if cfg.hbm_bandwidth_gbs > 0:
+                step.log(f"# lanes-config hbm_bandwidth_gbs_override={cfg.hbm_bandwidth_gbs!r}")
+                ctx.non_recordable.append(f"--hbm_bandwidth_gbs={cfg.hbm_bandwidth_gbs:g}: bandwidth given, not measured "
+                                          "by the runner (bring-up override)")
+            else:
+                problem = measure_bandwidth(ctx, step)
+                if problem:
+                    failures.append(problem)
+    counts, metrics, problems, summary = evaluate(ctx.logs_dir)
+    step.result.counts.update(counts)
+    step.result.metrics.update(metrics)
+    problems = failures + problems
     if problems:
-        return CR.FAIL, "; ".join(problems) + f" ({summary})"
+        return CR.FAIL, "; ".join(problems) + (f" ({summary})" if summary else "")
     return CR.PASS, summary

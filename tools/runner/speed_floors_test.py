@@ -20,6 +20,49 @@ def test_lane_and_wildcard_floors(tmp_path):
     assert speed_floors.floors_for_lane(policy, "linux-x86_64-rocm") == (5.0, 50.0)
 
 
+def test_relative_floors_for_accelerators(tmp_path):
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"speed_floors": [
+        {"lane_id": "linux-x86_64-cuda", "metric": "speed.speedup_pp", "min_value": 2.5},
+        {"lane_id": "linux-x86_64-cuda", "metric": "speed.roofline_speedup_tg", "min_value": 4},
+        {"lane_id": "linux-x86_64-cuda", "metric": "speed.tg_tokens_per_s", "min_value": 1000},
+    ]}))
+    assert speed_floors.relative_floors_for_lane(policy, "linux-x86_64-cuda") == (2.5, 4.0)
+    assert speed_floors.relative_floors_for_lane(policy, "linux-x86_64-cpu") == (0.0, 0.0)
+
+
+def _committed_policy():
+    """evidence/policy.json: --policy=PATH under Bazel (a data dependency), else the workspace's."""
+    import pathlib
+    for arg in sys.argv:
+        if arg.startswith("--policy="):
+            return pathlib.Path(arg.split("=", 1)[1])
+    return pathlib.Path(__file__).resolve().parents[2] / "evidence" / "policy.json"
+
+
+def test_committed_policy_holds_cuda_to_the_cpu_lane():
+    """evidence/policy.json: CUDA floors are ratios over the CPU lane, not absolute tokens/s."""
+    committed = _committed_policy()
+    assert speed_floors.relative_floors_for_lane(committed, "linux-x86_64-cuda") == (2.0, 4.0)
+    assert speed_floors.floors_for_lane(committed, "linux-x86_64-cuda") == (0.0, 0.0)
+    assert speed_floors.ceiling_for_lane(committed, "linux-x86_64-cuda", speed_floors.CANCEL_CEILING) == 5.0
+
+
+def test_apply_policy_sets_floors_ratios_and_the_cancel_bound(tmp_path):
+    from tools.runner import runner
+    from tools.runner.config import RunnerConfig
+    policy = tmp_path / "p.json"
+    policy.write_text(json.dumps({
+        "speed_floors": [{"lane_id": "*", "metric": "speed.tg_tokens_per_s", "min_value": 9}],
+        "metric_ceilings": [{"lane_id": "*", "metric": speed_floors.CANCEL_CEILING, "max_value": 2.5},
+                            {"lane_id": "other", "metric": speed_floors.CANCEL_CEILING, "max_value": 0.1}],
+    }))
+    cfg = RunnerConfig(lane="x", lane_dir=tmp_path, evidence=None, spec=tmp_path, model=None,
+                       out_dir=tmp_path, report=tmp_path / "r.pb")
+    runner.apply_policy(cfg, policy, "lane-a")
+    assert (cfg.speed_floor_tg, cfg.cancel_bound_s) == (9.0, 2.5)
+
+
 def test_unreadable_policy_is_named(tmp_path):
     with pytest.raises(speed_floors.PolicyFloorsError, match="absent.json"):
         speed_floors.floors_for_lane(tmp_path / "absent.json", "x")

@@ -6,16 +6,22 @@ bounded by a timeout, and its output appended to the step's log.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
+import functools
 import os
 import pathlib
 import shlex
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Sequence
 
 from proto import runner_report_pb2 as rpb
+from tools.runner import run_lock
 
 CR = rpb.CheckResult
 
@@ -30,28 +36,71 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# prctl(2) option: the signal a child gets when the thread that forked it dies.
+_PR_SET_PDEATHSIG = 1
+_LIBC = None
+if sys.platform.startswith("linux"):
+    try:
+        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        _LIBC = None
+
+
+def _bind_to_parent(parent_pid: int) -> None:
+    """preexec_fn (runs in the child between fork and exec): SIGKILL this child when the runner dies.
+    PDEATHSIG fires when the *thread* that forked exits, so the runner forks from its main thread
+    (popen() only sets it there). If the runner died before prctl took effect, the child is already
+    re-parented: getppid() differs from the runner's pid and the child kills itself."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 class ProcessTracker:
-    """Every process the runner starts, so cleanup can check /proc that none outlived its step."""
+    """Every process the runner starts, so cleanup can check /proc that none outlived its step.
+
+    Each child is bound to the runner's lifetime (issue 15): its own process group (a stop takes the
+    binary and whatever it started), PR_SET_PDEATHSIG=SIGKILL on Linux, LANES_RUN_ID=<run id> in its
+    environment, and an entry in the run lock (run_lock.py) once `lock` is set, so a watchdog or the
+    next run's preflight can kill it if the runner was killed. macOS has no PDEATHSIG: there only
+    the watchdog and the next preflight cover it.
+    """
 
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen] = []
+        self.run_id = run_lock.new_run_id()
+        self.lock: run_lock.RunLock | None = None
 
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
 
     def popen(self, argv: Sequence[str], **kwargs) -> subprocess.Popen:
-        kwargs.setdefault("env", child_env())
+        env = dict(kwargs.get("env") or child_env())
+        env[run_lock.RUN_ID_ENV] = self.run_id
+        kwargs["env"] = env
         kwargs.setdefault("stdin", subprocess.DEVNULL)
         # Own process group: a timeout kills the binary and anything it started.
         kwargs.setdefault("start_new_session", True)
-        proc = subprocess.Popen([str(a) for a in argv], **kwargs)
+        if threading.current_thread() is threading.main_thread() and "preexec_fn" not in kwargs:
+            kwargs["preexec_fn"] = functools.partial(_bind_to_parent, os.getpid())
+        argv = [str(a) for a in argv]
+        proc = subprocess.Popen(argv, **kwargs)
         self.procs.append(proc)
+        if self.lock is not None:
+            self.lock.add_child(proc.pid, argv[0])
         return proc
 
-    def stop_all(self) -> None:
+    def release(self) -> None:
+        """End of run (after stop_all): the lock removed, the watchdog told (this run left nothing)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def stop_all(self, grace_s: float = 5.0) -> None:
         for proc in self.procs:
-            self.stop(proc)
+            self.stop(proc, grace_s)
 
     @staticmethod
     def stop(proc: subprocess.Popen, grace_s: float = 5.0) -> int:

@@ -1,14 +1,22 @@
-// membw: device-to-device copy bandwidth of GPU 0, the ceiling token generation is measured against.
-// Counts bytes read plus bytes written; prints the median of 20 timed copies of a 4 GiB buffer.
+// membw: device-to-device copy bandwidth of one GPU, the ceiling token generation is measured against.
+// Run by the speed step (compiled with nvcc there); its stdout is kept as speed.membw.json and the
+// runner derives the bandwidth from it: bytes_moved / median(samples_ms). Counts bytes read plus
+// bytes written; 20 timed copies of a 4 GiB buffer after 3 untimed ones.
+//   usage: membw [gpu index, default 0]
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cuda_runtime.h>
 #include <vector>
 
 #define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
     fprintf(stderr, "membw: %s failed: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
 
-int main() {
+int main(int argc, char ** argv) {
+    const int device = argc > 1 ? atoi(argv[1]) : 0;
+    CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, device));
     const size_t bytes = size_t(4) << 30;
     void *a = nullptr, *b = nullptr;
     CHECK(cudaMalloc(&a, bytes));
@@ -26,9 +34,12 @@ int main() {
         CHECK(cudaEventSynchronize(stop));
         CHECK(cudaEventElapsedTime(&t, start, stop));
     }
-    std::sort(ms.begin(), ms.end());
-    const double median_s = ms[ms.size() / 2] / 1e3;
-    printf("{\"bytes_moved\": %zu, \"median_ms\": %.4f, \"bandwidth_gbs\": %.1f}\n", 2 * bytes, median_s * 1e3, 2 * bytes / median_s / 1e9);
+    std::vector<float> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    const double median_s = sorted[sorted.size() / 2] / 1e3;
+    printf("{\"device\": \"%s\", \"gpu_index\": %d, \"bytes_moved\": %zu, \"samples_ms\": [", prop.name, device, 2 * bytes);
+    for (size_t i = 0; i < ms.size(); i++) printf("%s%.6f", i ? ", " : "", ms[i]);
+    printf("], \"median_ms\": %.6f, \"bandwidth_gbs\": %.1f}\n", median_s * 1e3, 2 * bytes / median_s / 1e9);
     CHECK(cudaFree(a));
     CHECK(cudaFree(b));
     return 0;

@@ -1,0 +1,99 @@
+"""Reading untrusted input files and printing what came from them, safely.
+
+Every file admission reads (records, policy, nodes, route) goes through read_regular_file: it is
+opened only if it is a regular file (never a FIFO, device or socket, which can block or never end)
+and read only up to MAX_INPUT_BYTES. Every name or value from a file that reaches a terminal goes
+through escape(): control characters (newline, ESC, ...) cannot forge output lines.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pathlib
+import stat
+
+from tools.certify import dsse
+from tools.certify.errors import InputTooLargeError, MalformedInputError, NotRegularFileError, UnreadableInputError
+
+# 1 MiB: a signed record is a few KB, a policy with a thousand keys a few hundred KB.
+MAX_INPUT_BYTES = 1 << 20
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def read_regular_file(path: pathlib.Path | str, *, follow_symlinks: bool = True, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of `path`, a regular file of at most `limit` bytes; raises a CertifyError otherwise.
+
+    follow_symlinks=False (record directories) refuses symlinks outright: a record is a file in the
+    directory, not a pointer to anything on the host (and a link loop must not be followed).
+    """
+    path = pathlib.Path(path)
+    try:
+        st = os.stat(path, follow_symlinks=follow_symlinks)
+    except OSError as err:
+        raise UnreadableInputError(f"cannot stat ({err.strerror or err})") from err
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFileError(f"{_kind(st.st_mode)}, not a regular file; not opened")
+    if st.st_size > limit:
+        raise InputTooLargeError(f"{st.st_size} bytes, over the {limit}-byte limit; not read")
+    # O_NONBLOCK: if the file was swapped for a FIFO after the stat, open still returns at once,
+    # and the fstat below refuses it. O_NOFOLLOW likewise when symlinks are refused.
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise NotRegularFileError("a symlink, not a regular file; not opened") from err
+        raise UnreadableInputError(f"cannot open ({err.strerror or err})") from err
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFileError(f"{_kind(st.st_mode)}, not a regular file; not read")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 16, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:  # grew after the stat
+                raise InputTooLargeError(f"over the {limit}-byte limit; not read")
+        return b"".join(chunks)
+    except OSError as err:
+        raise UnreadableInputError(f"cannot read ({err.strerror or err})") from err
+    finally:
+        os.close(fd)
+
+
+def load_json_object(path: pathlib.Path | str, what: str) -> dict:
+    """A JSON object from a regular file: UTF-8, no duplicate keys, bounded depth (dsse.loads_strict)."""
+    obj = dsse.loads_strict(read_regular_file(path))
+    if not isinstance(obj, dict):
+        raise MalformedInputError(f"{what} must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def escape(value: object) -> str:
+    """`value` as one printable line: control and other non-printable characters and backslashes
+    become \\xNN / \\uNNNN escapes, so a file name or reason cannot start a new output line or move
+    the cursor."""
+    out = []
+    for ch in str(value):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)

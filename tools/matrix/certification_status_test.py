@@ -1,0 +1,97 @@
+"""The matrix binds a record to the build on disk: a lane rebuilt with other artifacts shows
+"BUILT, record is for another build", never "certified", and is not routable."""
+
+import datetime as dt
+import pathlib
+import sys
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from tools.admission import policy as policy_lib
+from tools.certify import dsse, records, sample_reports, timestamps
+from tools.evidence import build_evidence
+from tools.matrix import capability_matrix as cm
+from tools.matrix import certification_status as cs
+
+LANE = "linux-x86_64-cpu"
+SPEC = {"lanes": {LANE: {"alias": "cpu", "backend": "cpu"}}}
+AVAIL = {"host": {"os": "linux", "arch": "x86_64"}, "lanes": {LANE: {"status": "AVAILABLE", "reason": ""}}}
+
+
+def _build_lane(bazel_bin: pathlib.Path, binary: bytes) -> str:
+    """Builds (or rebuilds) the lane's artifacts and evidence under bazel_bin; returns the evidence digest."""
+    lane_dir = bazel_bin / "lanes" / "cpu"
+    (lane_dir / "bin").mkdir(parents=True, exist_ok=True)
+    (lane_dir / "bin" / "llama-completion").write_bytes(binary)
+    meta = {"name": "cpu_llama", "cache_entries": {}, "started": 1.0, "finished": 2.0,
+            "compilers": {"CXX": {"compiler_id": "GNU", "compiler_version": "12.2.0"}}}
+    pin = {"source_uri": "pypi-sdist:x", "archive_sha256": "ab" * 32, "commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f",
+           "patches": [], "patch_stack_digest": "sha256:" + "ef" * 32}
+    ev = build_evidence.make_evidence(lane_id=LANE, lane_dir=lane_dir, pin=pin, sdk={"name": "host-cc"},
+                                      stage_metas=[meta], targets=["llama-completion"], bazel_version="7")
+    pb = bazel_bin / "lanes" / "cpu.evidence.pb"
+    build_evidence.write_evidence(ev, pb, pb.with_suffix(".json"))
+    return build_evidence.evidence_digest(pb)
+
+
+def _certify(tmp_path: pathlib.Path, evidence_digest: str) -> tuple[pathlib.Path, pathlib.Path]:
+    """A policy trusting a fresh key and one record for the lane built with evidence_digest."""
+    key = Ed25519PrivateKey.generate()
+    now = timestamps.now()
+    policy = sample_reports.make_policy()
+    policy.trusted_keys.append(sample_reports.trusted_key(key, now - dt.timedelta(days=1), now + dt.timedelta(days=365)))
+    policy_path = tmp_path / "policy.json"
+    policy_path.write_text(policy_lib.policy_to_json(policy))
+    report = sample_reports.make_report(LANE)
+    report.build_evidence_digest = evidence_digest
+    data = report.SerializeToString(deterministic=True)
+    record = records.record_from_report(report, data, dsse.keyid_for(key), now - dt.timedelta(minutes=1), 30, policy.policy_id)
+    records_dir = tmp_path / "records"
+    records_dir.mkdir()
+    (records_dir / records.record_file_name(record)).write_text(dsse.envelope_to_json(records.sign_record(record, key)))
+    return policy_path, records_dir
+
+
+def _row(bazel_bin, policy_path, records_dir) -> cm.LaneRow:
+    certifier = cs.policy_certifier(policy_path, records_dir)
+    return cm.matrix(SPEC, AVAIL, bazel_bin, certifier)[0]
+
+
+def test_the_certified_build_is_certified_and_routable(tmp_path):
+    bazel_bin = tmp_path / "bazel-bin"
+    digest = _build_lane(bazel_bin, b"\x7fELF build 1")
+    policy_path, records_dir = _certify(tmp_path, digest)
+    row = _row(bazel_bin, policy_path, records_dir)
+    assert (row.build_status, row.certification, row.routable_under_policy) == (cm.BUILT, cs.CERTIFIED, True), row
+
+
+def test_rebuilt_lane_is_not_certified_by_the_older_build_record(tmp_path):
+    bazel_bin = tmp_path / "bazel-bin"
+    old = _build_lane(bazel_bin, b"\x7fELF build 1")
+    policy_path, records_dir = _certify(tmp_path, old)
+    new = _build_lane(bazel_bin, b"\x7fELF build 2, other artifacts")
+    assert new != old
+    row = _row(bazel_bin, policy_path, records_dir)
+    assert row.build_status == cm.BUILT
+    assert row.certification == cs.OTHER_BUILD == "BUILT, record is for another build"
+    assert not row.routable_under_policy and row.certified_device_classes == []
+    assert new in row.certification_detail and old in row.certification_detail
+    assert "BUILT, record is for another build" in cm.render_text([row])
+
+
+def test_lane_not_built_here_keeps_its_record_and_names_the_build(tmp_path):
+    policy_path, records_dir = _certify(tmp_path, "sha256:" + "12" * 32)
+    status, classes, routable, detail = cs.policy_certifier(policy_path, records_dir)(LANE, "")
+    assert (status, routable) == (cs.CERTIFIED, True) and classes
+    assert "not built on this host; records name build sha256:" + "12" * 32 in detail
+
+
+def test_records_of_other_lanes_leave_the_lane_dark(tmp_path):
+    policy_path, records_dir = _certify(tmp_path, "sha256:" + "12" * 32)
+    certifier = cs.policy_certifier(policy_path, records_dir)
+    assert certifier("linux-x86_64-cuda", "sha256:" + "34" * 32)[:3] == (cm.DARK, [], False)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -1,0 +1,594 @@
+"""Per-op oracle (CPU lane): every node of the llama graph against an independent float64 reference.
+
+The lane's own `llama-eval-callback` (llama.cpp examples/eval-callback, common/debug.cpp) runs the
+model on a fixed prompt and prints every graph node as it is computed:
+
+    common_debug_cb_eval: <name> = (<type>) <OP>(<src0>{ne}, <src1>{ne}}) = {ne}
+
+followed by the node's values (the first and last 3 indices along each of dims 0-2, "%12.4f") and
+`sum = %f` of all its elements (float32 accumulation). It runs twice, with flash attention off
+(KQ MUL_MAT, SOFT_MAX, the transposed-V SET_ROWS, CONT) and on (CPY of the cache views to F16,
+FLASH_ATTN_EXT), both with an F32 KV cache and fixed threads. Those raw outputs are the step's log.
+
+tools/model/reference_forward.forward_nodes recomputes each node in float64 NumPy from the GGUF
+(written from the model definition, not from ggml), for the token ids the binary printed. This
+module maps each printed node to its reference (by llama.cpp's node names and sources), compares
+every printed value and the sum, and aggregates per ggml op. View nodes (VIEW, RESHAPE, PERMUTE,
+TRANSPOSE) move no data and are not compared. A compute node with no reference, or an op of the
+required set with zero evaluated nodes, fails the check; NaN/Inf anywhere fails.
+
+Tolerances (per op; an element passes when |lane - ref| <= PRINT_ROUNDING + atol + rtol * |ref|):
+  - PRINT_ROUNDING 5e-5: values are printed with 4 decimals.
+  - F32 ops: the lane computes in float32 (unit roundoff u = 2^-24 = 6e-8), with dot products up to
+    512 long and errors carried from up to ~30 upstream nodes; float32 error relative to float64 is
+    then ~sqrt(K) * u per MUL_MAT and grows along the chain, ~1e-6..1e-5 relative. rtol 1e-4 (about
+    10x the largest observed, see README) with atol 1e-5 keeps a margin against summation-order
+    noise yet is ~1000x tighter than an error of one F16 rounding, so a wrong op (a dropped scale,
+    a wrong rotation, a wrong row) fails.
+  - CPY to F16: one F16 ulp (2^-10 relative): lane and reference round slightly different inputs,
+    so they may land on adjacent F16 values.
+  - FLASH_ATTN_EXT: the CPU kernel also rounds Q to F16 for the K dot products (its K is F16);
+    a relative error of 2^-11 in scores of magnitude <~10 moves the softmax weights by ~5e-3
+    relative, so rtol 1e-2, atol 1e-3 (test-backend-ops bounds FA's normalized MSE at 5e-4).
+  - Sums (every element, printed or not): 1e-6 (%f) + twice the rounding of a float32 sequential
+    sum of the reference (what debug.cpp computes, simulated) + 6 * sqrt(sum of squared element
+    tolerances) (element errors of independent sign). Measured sum errors with flash attention off
+    are <= 1e-3, 50x below; a shift of 0.5 in any sum fails (a test shows it).
+
+recompute(logs_dir, model=None) re-derives every count and metric from op_oracle.log and the model
+file: the log names the model (`# lanes-config model=<path> sha256=<hex>`); pass `model` when the
+file lives elsewhere (its sha256 must match the logged one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import pathlib
+import re
+import shlex
+
+import numpy as np
+
+from proto import runner_report_pb2 as rpb
+from tools.model import reference_forward as rf
+
+CR = rpb.CheckResult
+
+STEP = "op_oracle"
+EVAL_BIN = "llama-eval-callback"
+# Views move no data: the ops of the lane spec are the ones that compute.
+VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "NONE"})
+N_EDGE = 3  # common_debug_print_tensor prints the first/last 3 indices of dims 0-2
+PRINT_ROUNDING = 5e-5  # "%12.4f"
+SUM_ROUNDING = 1e-6  # "%f" (6 decimals), with margin
+SUM_SIGMAS = 6.0
+F16_ULP_REL = 2.0 ** -10
+
+# op -> (a, r): an element passes when |lane - ref| <= PRINT_ROUNDING + a * rms(ref) + r * |ref|,
+# rms(ref) over the node's whole reference tensor (its scale); justified in the module docstring.
+_F32 = (1e-4, 1e-4)
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "GET_ROWS": _F32, "RMS_NORM": _F32, "MUL": _F32, "ADD": _F32, "MUL_MAT": _F32, "ROPE": _F32,
+    "SET_ROWS": _F32, "CONT": _F32, "SCALE": _F32, "SOFT_MAX": _F32, "SILU": _F32, "SWIGLU": _F32,
+    "CPY": (1e-5, F16_ULP_REL),
+    "FLASH_ATTN_EXT": (2e-2, 1e-2),
+}
+# Relative error is reported only where |ref| is well above the print resolution.
+REL_ERR_FLOOR = 1e-2
+
+
+_HEADER = re.compile(
+    r"^common_debug_cb_eval:\s*(?P<name>.+?) = \((?P<type>\w+)\)\s+(?P<op>\w+)\("
+    r"(?P<src0>.*?)\{(?P<ne0>[-\d, ]+)\}, (?:(?P<src1>.*?)\{(?P<ne1>[-\d, ]+)\})?\}\) = \{(?P<ne>[-\d, ]+)\}\s*$")
+_ROW = re.compile(r"^\s*\[(?P<vals>[^\[\]]*\S[^\[\]]*)\],?\s*$")
+_SUM = re.compile(r"^\s*sum = (?P<v>\S+)\s*$")
+_N_TOKENS = re.compile(r"number of input tokens = (\d+)\s*$")
+_TOKEN = re.compile(r"^(?:[\d.]+ I)?\s+(-?\d+)\s*$")
+_EXIT = re.compile(r"^# exit (-?\d+)\b")
+_CONFIG = re.compile(r"^# lanes-config (.*)$")
+
+
+class OracleLogError(ValueError):
+    """The log cannot be parsed into the runs it claims to hold."""
+
+
+@dataclasses.dataclass
+class Node:
+    name: str
+    type: str
+    op: str
+    src0: str
+    src1: str
+    ne: tuple[int, int, int, int]
+    line: int
+    values: list[float] = dataclasses.field(default_factory=list)
+    sums: list[float] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Run:
+    """One llama-eval-callback invocation in the log."""
+    argv: list[str]
+    flash_attn: str
+    tokens: list[int] = dataclasses.field(default_factory=list)
+    nodes: list[Node] = dataclasses.field(default_factory=list)
+    exit_code: int | None = None
+
+
+def printed_indices(n: int) -> list[int]:
+    """Indices common_debug_print_tensor prints along a dim of size n (dims 0-2)."""
+    if n > 2 * N_EDGE:
+        return list(range(N_EDGE)) + list(range(n - N_EDGE, n))
+    return list(range(n))
+
+
+def n_printed(ne: tuple[int, ...]) -> int:
+    return len(printed_indices(ne[0])) * len(printed_indices(ne[1])) * len(printed_indices(ne[2])) * ne[3]
+
+
+def _ne(text: str) -> tuple[int, int, int, int]:
+    parts = tuple(int(x) for x in text.split(","))
+    if len(parts) != 4:
+        raise OracleLogError(f"expected 4 dims in {{{text}}}")
+    return parts  # type: ignore[return-value]
+
+
+def _flash_attn(argv: list[str]) -> str:
+    for flag in ("-fa", "--flash-attn"):
+        if flag in argv and argv.index(flag) + 1 < len(argv):
+            return argv[argv.index(flag) + 1]
+    return "auto"
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """`# lanes-config k=v [k=v ...]` lines (later lines win)."""
+    config: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _CONFIG.match(line)
+        if m:
+            for item in m.group(1).split():
+                key, sep, value = item.partition("=")
+                if sep:
+                    config[key] = value
+    return config
+
+
+def parse_runs(text: str) -> list[Run]:
+    """Every llama-eval-callback run in a step log, with its tokens, nodes and exit status."""
+    runs: list[Run] = []
+    run: Run | None = None
+    node: Node | None = None
+    want_tokens = 0
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.startswith("$ "):
+            argv = shlex.split(line[2:])
+            run = node = None
+            if argv and pathlib.Path(argv[0]).name == EVAL_BIN:
+                run = Run(argv=argv, flash_attn=_flash_attn(argv))
+                runs.append(run)
+            continue
+        if run is None:
+            continue
+        m = _EXIT.match(line)
+        if m:
+            run.exit_code = int(m.group(1))
+            node = None
+            continue
+        if want_tokens:
+            m = _TOKEN.match(line)
+            if m:
+                run.tokens.append(int(m.group(1)))
+                want_tokens -= 1
+                continue
+        m = _N_TOKENS.search(line)
+        if m:
+            want_tokens = int(m.group(1))
+            continue
+        m = _HEADER.match(line)
+        if m:
+            node = Node(name=m.group("name").strip(), type=m.group("type"), op=m.group("op"),
+                        src0=m.group("src0").strip(), src1=(m.group("src1") or "").strip(),
+                        ne=_ne(m.group("ne")), line=i)
+            run.nodes.append(node)
+            continue
+        if node is None:
+            continue
+        m = _ROW.match(line)
+        if m:
+            vals = [v.strip() for v in m.group("vals").split(",")]
+            # float() reads "nan", "-nan", "inf"; "..." marks the elided middle.
+            node.values.extend(float(v) for v in vals if v and v != "...")
+            continue
+        m = _SUM.match(line)
+        if m:
+            node.sums.append(float(m.group("v")))
+    return runs
+
+
+# ---- reference ----
+
+_LAYER = re.compile(r"-(\d+)$")
+_CACHE = re.compile(r"^cache_([kv])_l(\d+)\b")
+
+
+def _layer(name: str) -> int | None:
+    m = _LAYER.search(name)
+    return int(m.group(1)) if m else None
+
+
+def reference_key(node: Node) -> tuple[str, str] | None:
+    """(reference_forward node key, how to lay it out) for a compute node, or None if unknown."""
+    name, op, src0 = node.name, node.op, node.src0
+    il = _layer(name)
+    if op == "GET_ROWS":
+        if src0 == "token_embd.weight" and name in ("embd", "inp_embd"):
+            return "embd", "plain"
+        if node.src1.startswith("out_ids") or node.src1.startswith("inp_out_ids"):
+            return src0, "out_rows"
+        return None
+    if op == "RMS_NORM":
+        if name == "norm":
+            return "norm", "plain"
+        if il is not None and name == f"norm-{il}":
+            return (f"norm-{il}/ffn" if src0 == f"ffn_inp-{il}" else f"norm-{il}/attn"), "plain"
+        return None
+    if op == "MUL_MAT":
+        if il is not None and name in (f"Qcur-{il}", f"Kcur-{il}"):
+            return f"{name}/mul_mat", "plain"
+        return name, "plain"
+    if op == "ROPE" and il is not None and name in (f"Qcur-{il}", f"Kcur-{il}"):
+        return name, "plain"
+    if op in ("MUL", "ADD", "SOFT_MAX", "CONT", "SWIGLU", "SILU", "SCALE"):
+        return name, "plain"
+    if op == "SET_ROWS":
+        m = _CACHE.match(name)
+        if m:
+            return f"cache_{m.group(1)}_l{m.group(2)}", "cache"
+        return None
+    if op == "CPY":
+        m = _CACHE.match(src0)
+        if m and node.type == "f16":
+            return f"cache_{m.group(1)}_l{m.group(2)}/f16", "plain"
+        return None
+    if op == "FLASH_ATTN_EXT":
+        m = re.match(r"^Qcur-(\d+)\b", src0)
+        if m:
+            return f"fattn-{m.group(1)}", "plain"
+        return None
+    return None
+
+
+def reference_value(node: Node, ref: dict[str, np.ndarray], out_ids: np.ndarray) -> np.ndarray | None:
+    """The node's float64 reference in ggml layout [ne3, ne2, ne1, ne0], or None."""
+    key = reference_key(node)
+    if key is None or key[0] not in ref:
+        return None
+    value, layout = ref[key[0]], key[1]
+    if layout == "out_rows":
+        value = value[out_ids]
+    elif layout == "cache" and node.ne[0] == 1:
+        # Without flash attention the V cache is stored transposed: cell s of channel c at c*kv_size+s.
+        value = value.T.reshape(-1, 1)
+    shape = tuple(reversed(node.ne))
+    if value.size != math.prod(shape):
+        return None
+    return value.reshape(shape)
+
+
+def _cache_geometry(run: Run) -> rf.KvCache:
+    """kv_size and n_kv as the run's own graph shows them (K SET_ROWS rows; KQ or K-view cells)."""
+    kv_size = next((n.ne[1] for n in run.nodes if n.op == "SET_ROWS" and n.name.startswith("cache_k_l")), 0)
+    n_kv = next((n.ne[0] for n in run.nodes if n.op == "MUL_MAT" and n.name.startswith("kq-")), 0)
+    n_kv = n_kv or next((n.ne[1] for n in run.nodes if n.op == "CPY" and n.src0.startswith("cache_k_l")), 0)
+    if not kv_size or not n_kv:
+        raise OracleLogError(f"run {shlex.join(run.argv)}: no KV-cache nodes to size the cache from")
+    return rf.KvCache(kv_size=kv_size, n_kv=n_kv, flash_attn=run.flash_attn == "on")
+
+
+# ---- comparison ----
+
+@dataclasses.dataclass
+class NodeResult:
+    node: Node
+    status: str  # "pass", "fail", "unresolved", "view"
+    why: str = ""
+    elements: int = 0
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    worst_ratio: float = 0.0  # max over elements and the sum of error / tolerance (> 1 fails)
+    after_fa: bool = False  # downstream of a FLASH_ATTN_EXT node (checked with the FA tolerance)
+
+
+def compare_node(node: Node, want: np.ndarray, atol: float, rtol: float) -> NodeResult:
+    idx = np.ix_(range(node.ne[3]), printed_indices(node.ne[2]), printed_indices(node.ne[1]),
+                 printed_indices(node.ne[0]))
+    expected = n_printed(node.ne)
+    if len(node.values) != expected or not node.sums:
+        return NodeResult(node, "fail", f"printed {len(node.values)} values and {len(node.sums)} sums, "
+                                        f"expected {expected} and >= 1 (truncated log?)")
+    got = np.asarray(node.values, np.float64)
+    ref = want[idx].reshape(-1)
+    res = NodeResult(node, "pass", elements=int(got.size))
+    if not np.all(np.isfinite(ref)):
+        return dataclasses.replace(res, status="fail", why="the reference is not finite")
+    if not (np.all(np.isfinite(got)) and all(math.isfinite(s) for s in node.sums)):
+        return dataclasses.replace(res, status="fail", why="NaN/Inf in the lane's output", max_abs_err=math.inf,
+                                   max_rel_err=math.inf, worst_ratio=math.inf)
+    flat = want.reshape(-1)
+    rms = float(np.sqrt(np.mean(flat * flat))) if flat.size else 0.0
+    err = np.abs(got - ref)
+    tol = PRINT_ROUNDING + atol * rms + rtol * np.abs(ref)
+    big = np.abs(ref) >= REL_ERR_FLOOR
+    res.max_abs_err = float(err.max(initial=0.0))
+    res.max_rel_err = float((err[big] / np.abs(ref[big])).max(initial=0.0))
+    ratio = float((err / tol).max(initial=0.0))
+    # The sum covers every element, printed or not. Its tolerance: the rounding of the lane's own
+    # float32 sequential sum (simulated on the reference, counted twice) plus SUM_SIGMAS standard
+    # deviations of a sum of independent element errors each within the element tolerance.
+    sum64 = float(flat.sum())
+    sum32 = float(np.cumsum(flat.astype(np.float32), dtype=np.float32)[-1]) if flat.size else 0.0
+    elem_tol = atol * rms + rtol * np.abs(flat)
+    sum_tol = SUM_ROUNDING + 2.0 * abs(sum32 - sum64) + SUM_SIGMAS * float(np.sqrt(np.sum(elem_tol * elem_tol)))
+    sum_err = max(abs(s - sum64) for s in node.sums)
+    res.worst_ratio = max(ratio, sum_err / sum_tol)
+    if ratio > 1.0:
+        k = int(np.argmax(err / tol))
+        res.status, res.why = "fail", f"value {got[k]:.4f} vs reference {ref[k]:.6f} (|err| {err[k]:.3g} > tol {tol[k]:.3g})"
+    elif sum_err > sum_tol:
+        res.status, res.why = "fail", f"sum {node.sums[0]:.6f} vs reference {float(flat.sum()):.6f} (|err| {sum_err:.3g} > tol {sum_tol:.3g})"
+    return res
+
+
+def evaluate_run(run: Run, model: rf.Model, tolerances: dict[str, tuple[float, float]]) -> list[NodeResult]:
+    if not run.tokens:
+        raise OracleLogError(f"run {shlex.join(run.argv)}: the log does not list the input tokens")
+    # llama_batch_get_one (eval-callback) requests the logits of the last token only.
+    out_ids = np.array([len(run.tokens) - 1])
+    ref = rf.forward_nodes(model, run.tokens, out_ids=out_ids, cache=_cache_geometry(run))
+    results = []
+    fa_atol, fa_rtol = tolerances.get("FLASH_ATTN_EXT", TOLERANCES["FLASH_ATTN_EXT"])
+    after_fa = False
+    for node in run.nodes:
+        if node.op in VIEW_OPS:
+            results.append(NodeResult(node, "view"))
+            continue
+        want = reference_value(node, ref, out_ids)
+        if want is None:
+            results.append(NodeResult(node, "unresolved", "no float64 reference for this node"))
+            continue
+        atol, rtol = tolerances.get(node.op, _F32)
+        if after_fa:
+            # Downstream of FLASH_ATTN_EXT every value carries its F16-level error; these nodes are
+            # held to the FA tolerance and reported apart (the -fa off run checks them tightly).
+            atol, rtol = max(atol, fa_atol), max(rtol, fa_rtol)
+        res = compare_node(node, want, atol, rtol)
+        res.after_fa = after_fa
+        results.append(res)
+        after_fa = after_fa or node.op == "FLASH_ATTN_EXT"
+    return results
+
+
+# ---- the step's figures ----
+
+def _tolerance_config(config: dict[str, str]) -> dict[str, tuple[float, float]]:
+    tolerances = {}
+    for key, value in config.items():
+        if key.startswith("tol."):
+            atol, rtol = value.split(",")
+            tolerances[key[4:]] = (float(atol), float(rtol))
+    return tolerances
+
+
+def _sha256(path: pathlib.Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# Where an auditor on another machine keeps models: files (os.pathsep-separated) tried by sha256 when
+# the path a log names does not exist there (e.g. the embedded model in another Bazel output base).
+MODELS_ENV = "LANES_AUDIT_MODELS"
+
+
+def _model_by_digest(sha256: str) -> pathlib.Path | None:
+    for entry in os.environ.get(MODELS_ENV, "").split(os.pathsep):
+        candidate = pathlib.Path(entry) if entry else None
+        if candidate is not None and candidate.is_file() and _sha256(candidate) == sha256:
+            return candidate
+    return None
+
+
+def evaluate_log(text: str, model_path: pathlib.Path | None = None
+                 ) -> tuple[dict[str, int], dict[str, float], list[NodeResult], dict[str, str]]:
+    """Counts, metrics, per-node results and the logged configuration of one op_oracle.log."""
+    config = parse_config(text)
+    path = model_path or (pathlib.Path(config["model"]) if config.get("model") else None)
+    if (path is None or not path.is_file()) and config.get("sha256"):
+        path = _model_by_digest(config["sha256"]) or path
+    if path is None or not path.is_file():
+        raise FileNotFoundError(f"model file {path} not found; pass the model the log names "
+                                f"(sha256 {config.get('sha256', '?')})")
+    if config.get("sha256") and _sha256(path) != config["sha256"]:
+        raise ValueError(f"{path}: sha256 differs from the logged {config['sha256']}")
+    tolerances = _tolerance_config(config)
+    graph_ops = [o for o in config.get("graph_ops", "").split(",") if o]
+    required = [o for o in config.get("required_ops", "").split(",") if o]
+    absent_ok = [o for o in config.get("absent_ops", "").split(",") if o]
+    runs = parse_runs(text)
+    model = rf.load_model(path)
+    results: list[NodeResult] = []
+    counts: dict[str, int] = {"runs": len(runs), "runs_failed": 0}
+    for run in runs:
+        if run.exit_code != 0:
+            counts["runs_failed"] += 1
+        counts[f"tokens.fa_{run.flash_attn}"] = len(run.tokens)
+        if run.tokens and run.nodes:
+            results.extend(evaluate_run(run, model, tolerances))
+    metrics: dict[str, float] = {}
+    counts["nodes"] = len(results)
+    for status in ("view", "pass", "fail", "unresolved"):
+        counts[f"nodes_{status}"] = sum(r.status == status for r in results)
+    ops = list(dict.fromkeys(graph_ops + sorted({r.node.op for r in results if r.status != "view"})))
+    for op in ops:
+        mine = [r for r in results if r.node.op == op and r.status in ("pass", "fail")]
+        counts[f"op.{op}.evaluated"] = len(mine)  # all runs, after-FA nodes included
+        counts[f"op.{op}.passed"] = sum(r.status == "pass" for r in mine)
+        counts[f"op.{op}.failed"] = sum(r.status == "fail" for r in mine)
+        counts[f"op.{op}.not_evaluated"] = sum(r.node.op == op and r.status == "unresolved" for r in results)
+        counts[f"op.{op}.elements"] = sum(r.elements for r in mine)
+        counts[f"op.{op}.required"] = int(op in required)
+        # A claim the log can refute: the lane spec says this op does not occur in the graph.
+        present = any(r.node.op == op for r in results)
+        counts[f"op.{op}.absent_from_graph"] = int(op in absent_ok and not present)
+        own = [r for r in mine if not r.after_fa]
+        after = [r for r in mine if r.after_fa]
+        counts[f"op.{op}.evaluated_after_fa"] = len(after)
+        if own:
+            metrics[f"op.{op}.max_abs_err"] = max(r.max_abs_err for r in own)
+            metrics[f"op.{op}.max_rel_err"] = max(r.max_rel_err for r in own)
+            metrics[f"op.{op}.worst_tol_ratio"] = max(r.worst_ratio for r in own)
+        if after:
+            metrics[f"op.{op}.after_fa.max_abs_err"] = max(r.max_abs_err for r in after)
+            metrics[f"op.{op}.after_fa.worst_tol_ratio"] = max(r.worst_ratio for r in after)
+        if op in tolerances:
+            metrics[f"op.{op}.tol_rms"] = tolerances[op][0]
+            metrics[f"op.{op}.tol_rel"] = tolerances[op][1]
+    return counts, metrics, results, config
+
+
+def recompute(logs_dir: pathlib.Path, model: pathlib.Path | None = None) -> tuple[dict[str, int], dict[str, float]]:
+    """Counts and metrics of the op_oracle step from logs_dir/op_oracle.log (and the model it names).
+
+    `model` overrides the logged model path (the file must have the logged sha256), e.g. when an
+    auditor checks a run on another machine.
+    """
+    text = (pathlib.Path(logs_dir) / f"{STEP}.log").read_text(encoding="utf-8", errors="replace")
+    if "# lanes-config oracle=not_applicable" in text:
+        return {}, {}
+    counts, metrics, _, _ = evaluate_log(text, model)
+    return counts, metrics
+
+
+def judge(counts: dict[str, int], metrics: dict[str, float], config: dict[str, str]) -> list[str]:
+    """Why the figures fail the check (empty = PASS)."""
+    problems = []
+    fa_modes = [m for m in ("off", "on") if f"tokens.fa_{m}" in counts]
+    if counts.get("runs", 0) < 2 or fa_modes != ["off", "on"]:
+        problems.append(f"expected a flash-attention off and on run, found {counts.get('runs', 0)} ({fa_modes})")
+    if counts.get("runs_failed"):
+        problems.append(f"{counts['runs_failed']} {EVAL_BIN} run(s) exited non-zero")
+    for mode in fa_modes:
+        if counts[f"tokens.fa_{mode}"] == 0:
+            problems.append(f"the -fa {mode} run lists no input tokens")
+    if counts.get("nodes_unresolved"):
+        problems.append(f"{counts['nodes_unresolved']} compute node(s) without a reference")
+    for op in [o for o in config.get("required_ops", "").split(",") if o]:
+        if counts.get(f"op.{op}.evaluated", 0) == 0 and not counts.get(f"op.{op}.absent_from_graph"):
+            problems.append(f"{op}: no node evaluated")
+    failed = sorted(k[3:-7] for k, v in counts.items() if k.startswith("op.") and k.endswith(".failed") and v)
+    if failed:
+        problems.append("failed: " + ", ".join(f"{op} ({counts[f'op.{op}.failed']} node(s))" for op in failed))
+    if any(math.isinf(v) or math.isnan(v) for v in metrics.values()):
+        problems.append("NaN/Inf in the lane's output")
+    return problems
+
+
+def table(counts: dict[str, int], metrics: dict[str, float]) -> str:
+    """The per-op table, for the log and the README."""
+    ops = sorted(k[3:-10] for k in counts if k.startswith("op.") and k.endswith(".evaluated"))
+    lines = [f"threshold per element: {PRINT_ROUNDING:g} (print) + tol_rms * rms(ref node) + tol_rel * |ref|; "
+             "after_fa = nodes of the -fa on run downstream of FLASH_ATTN_EXT (held to its tolerance)",
+             f"{'op':16} {'req':>3} {'nodes':>5} {'fail':>4} {'elements':>8} {'max_abs_err':>11} "
+             f"{'max_rel_err':>11} {'tol_rms':>8} {'tol_rel':>8} {'worst/tol':>9} {'after_fa':>8}"]
+    for op in ops:
+        g = lambda key: metrics.get(f"op.{op}.{key}", float("nan"))  # noqa: E731
+        lines.append(f"{op:16} {'yes' if counts.get(f'op.{op}.required') else 'no':>3} "
+                     f"{counts[f'op.{op}.evaluated']:5d} {counts[f'op.{op}.failed']:4d} "
+                     f"{counts[f'op.{op}.elements']:8d} {g('max_abs_err'):11.3g} {g('max_rel_err'):11.3g} "
+                     f"{g('tol_rms'):8.2g} {g('tol_rel'):8.2g} {g('worst_tol_ratio'):9.3g} "
+                     f"{counts.get(f'op.{op}.evaluated_after_fa', 0):8d}")
+    return "\n".join(lines)
+
+
+# ---- the runner step ----
+
+def required_ops(spec_path: pathlib.Path, lane_id: str, graph_ops: tuple[str, ...]) -> list[str]:
+    """Ops this check must evaluate: those the lane spec's op_coverage assigns to it (else all)."""
+    try:
+        lane = json.loads(pathlib.Path(spec_path).read_text())["lanes"][lane_id]
+    except (OSError, ValueError, KeyError):
+        lane = {}
+    coverage = lane.get("op_coverage")
+    if coverage is None:
+        return list(graph_ops)
+    return [op for op, check in coverage.items() if check == STEP]
+
+
+def absent_ops(spec_path: pathlib.Path, lane_id: str) -> list[str]:
+    """Required ops the lane spec says the llama graph never runs (verified per run: 0 nodes)."""
+    try:
+        return list(json.loads(pathlib.Path(spec_path).read_text())["lanes"][lane_id].get("ops_absent_from_graph", []))
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def eval_command(bin_path: pathlib.Path, model: pathlib.Path, prompt: str, threads: int, seed: int,
+                 flash_attn: str) -> list[str]:
+    # F32 KV cache: the cache nodes (SET_ROWS) stay F32 and only the graph's own cast to F16
+    # (CPY, flash attention on) rounds K/V. No warm-up run (eval-callback disables it).
+    return [str(bin_path), "-m", str(model), "-p", prompt, "-t", str(threads), "-fa", flash_attn,
+            "-ctk", "f32", "-ctv", "f32", "--seed", str(seed)]
+
+
+def run_op_oracle(ctx, step) -> tuple[int, str]:
+    cfg = ctx.config
+    if ctx.lane.is_accelerator:
+        # Accelerators are checked op by op by fixture parity against the CPU backend and model-level
+        # against the CPU lane; this oracle certifies the CPU lane itself.
+        step.result.required = False
+        step.log("# lanes-config oracle=not_applicable")
+        return CR.SKIPPED, "not required: the float64 per-op oracle certifies the CPU lane (accelerators: fixture parity)"
+    graph_ops = tuple(ctx.lane.fixture_ops)
+    required = required_ops(cfg.spec, ctx.lane.lane_id, graph_ops)
+    if not graph_ops:
+        return CR.FAIL, "the lane spec lists no llama-graph ops (fixture_ops) to check"
+    step.log(f"# lanes-config model={cfg.model} sha256={_sha256(cfg.model)}")
+    step.log(f"# lanes-config graph_ops={','.join(graph_ops)}")
+    step.log(f"# lanes-config required_ops={','.join(required)}")
+    step.log(f"# lanes-config absent_ops={','.join(absent_ops(cfg.spec, ctx.lane.lane_id))}")
+    for op, (atol, rtol) in sorted(TOLERANCES.items()):
+        step.log(f"# lanes-config tol.{op}={atol!r},{rtol!r}")
+    threads = min(cfg.threads, 4)  # fixed, small: the tiny model needs no more
+    codes = []
+    for fa in ("off", "on"):
+        res = step.run(eval_command(ctx.bin(EVAL_BIN), cfg.model, cfg.parity_prompt, threads, cfg.seed, fa), cfg.timeout_s)
+        codes.append(res.exit_code)
+    step.result.exit_code = max(codes, key=abs)
+    text = step.log_path.read_text(encoding="utf-8", errors="replace")
+    try:
+        counts, metrics, results, config = evaluate_log(text, cfg.model)
+    except (OracleLogError, ValueError, FileNotFoundError) as err:
+        return CR.FAIL, f"{type(err).__name__}: {err}"
+    for r in results:
+        if r.status in ("fail", "unresolved"):
+            step.log(f"# {r.status}: line {r.node.line} {r.node.name} {r.node.op}: {r.why}")
+    step.log("# per-op comparison vs the float64 reference:\n" + "\n".join("# " + l for l in table(counts, metrics).splitlines()))
+    for k, v in counts.items():
+        step.result.counts[k] = int(v)
+    for k, v in metrics.items():
+        step.result.metrics[k] = float(v)
+    problems = judge(counts, metrics, config)
+    if problems:
+        return CR.FAIL, "; ".join(problems)
+    evaluated = [k[3:-10] for k, v in counts.items() if k.startswith("op.") and k.endswith(".evaluated") and v]
+    absent = [k[3:-len(".absent_from_graph")] for k, v in counts.items() if k.endswith(".absent_from_graph") and v]
+    return CR.PASS, (f"{counts['nodes_pass']} nodes over {len(evaluated)} ops match the float64 reference "
+                     f"(required: {', '.join(required)})"
+                     + (f"; not in this model's graph (0 nodes with flash attention off and on): {', '.join(absent)}"
+                        if absent else ""))

@@ -1,0 +1,87 @@
+"""report.recipe: what the checks really ran, read back from the step logs at the end of the run.
+
+Each `$ <argv>` line of a step log that runs one of the lane's own llama binaries (the CPU lane's
+commands in an accelerator run are the oracle, not the recipe) contributes its flags, checked
+against what the binary itself logged after it (in the step log, or in the file the command line
+names, e.g. `(log: concurrency.server.log)`):
+- kv_cache_types: -ctk / -ctv (llama.cpp's default f16 when absent);
+- flash_attention: "on"/"off" as resolved by llama.cpp ("Flash Attention enabled|disabled",
+  `flash_attn = enabled|disabled`), else the -fa value when it is on/off;
+- n_gpu_layers: -1 when every offloading command logged `offloaded N/N layers` (full offload),
+  the fewest layers offloaded otherwise, 0 on the CPU lane (nothing offloaded);
+- context_size, batch_size, ubatch_size, parallel_sequences: the largest `llama_context: n_ctx /
+  n_batch / n_ubatch / n_seq_max` the binaries logged, else the -c / -b / -ub / -np values.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+from proto import runner_report_pb2 as rpb
+from tools.runner import log_blocks
+
+_FA_RESOLVED = re.compile(r"Flash Attention (enabled|disabled)")
+_FA_CONTEXT = re.compile(r"llama_context: flash_attn\s*=\s*(enabled|disabled)")
+_OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
+_CTX = {key: re.compile(rf"llama_context: {key}\s*=\s*(\d+)") for key in ("n_ctx", "n_batch", "n_ubatch", "n_seq_max")}
+_FLAGS = {"n_ctx": ("-c", "--ctx-size"), "n_batch": ("-b", "--batch-size"), "n_ubatch": ("-ub", "--ubatch-size"),
+          "n_seq_max": ("-np", "--parallel")}
+
+
+def lane_bin_dir(logs_dir: pathlib.Path) -> str | None:
+    """The lane under test's bin/: artifact_integrity runs its `llama-completion --version` first."""
+    for cmd in log_blocks.commands(log_blocks.read(logs_dir / "artifact_integrity.log")):
+        if cmd.argv and cmd.argv[0].endswith("/llama-completion"):
+            return str(pathlib.PurePath(cmd.argv[0]).parent)
+    return None
+
+
+def lane_commands(logs_dir: pathlib.Path, bin_dir: str | None) -> list[tuple[list[str], str]]:
+    """(argv, everything the binary logged) of each lane llama-* command in the step logs."""
+    out = []
+    for log in sorted(logs_dir.glob("*.log")):
+        if log.name.count(".") != 1:  # <step>.log only; server/stderr files are read via their command
+            continue
+        for cmd in log_blocks.commands(log_blocks.read(log)):
+            if not cmd.argv or "--version" in cmd.argv:
+                continue
+            exe = pathlib.PurePath(cmd.argv[0])
+            if not exe.name.startswith("llama-") or (bin_dir is not None and str(exe.parent) != bin_dir):
+                continue
+            text = cmd.output + "".join("\n" + log_blocks.read(logs_dir / f) for f in cmd.files)
+            out.append((cmd.argv, text))
+    return out
+
+
+def recipe_from_logs(logs_dir: pathlib.Path, accelerator: bool, bin_dir: str | None = None) -> rpb.Recipe:
+    bin_dir = lane_bin_dir(logs_dir) or bin_dir
+    kv: set[str] = set()
+    fa: set[str] = set()
+    offload: list[int] = []
+    sizes = {k: 0 for k in _CTX}
+    for argv, text in lane_commands(logs_dir, bin_dir):
+        kv.add(log_blocks.flag_value(argv, "-ctk", "--cache-type-k") or "f16")
+        kv.add(log_blocks.flag_value(argv, "-ctv", "--cache-type-v") or "f16")
+        resolved = _FA_RESOLVED.findall(text) or _FA_CONTEXT.findall(text)
+        if resolved:
+            fa.update("on" if r == "enabled" else "off" for r in resolved)
+        else:
+            flag = log_blocks.flag_value(argv, "-fa", "--flash-attn")
+            if flag in ("on", "off", "1", "0"):
+                fa.add("on" if flag in ("on", "1") else "off")
+        for done, total in _OFFLOADED.findall(text):
+            offload.append(-1 if int(done) == int(total) else int(done))
+        for key, pattern in _CTX.items():
+            seen = [int(v) for v in pattern.findall(text)]
+            flag = log_blocks.flag_value(argv, *_FLAGS[key])
+            if not seen and flag is not None and flag.isdigit():
+                seen = [int(flag)]
+            sizes[key] = max([sizes[key], *seen])
+    if not accelerator or not offload:
+        ngl = 0  # nothing offloaded is proven
+    else:
+        ngl = -1 if all(o == -1 for o in offload) else min(o for o in offload if o != -1)
+    return rpb.Recipe(kv_cache_types=sorted(kv), flash_attention=sorted(fa), n_gpu_layers=ngl,
+                      context_size=sizes["n_ctx"], batch_size=sizes["n_batch"], ubatch_size=sizes["n_ubatch"],
+                      parallel_sequences=sizes["n_seq_max"])

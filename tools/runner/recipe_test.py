@@ -1,0 +1,60 @@
+"""report.recipe comes from the commands the checks ran, verified by the binaries' own log lines."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tools.runner import recipe
+
+LANE = "/lanes/cuda/bin"
+CPU = "/lanes/cpu/bin"
+
+
+def _logs(tmp_path, offloaded="3/3"):
+    (tmp_path / "artifact_integrity.log").write_text(f"$ {LANE}/llama-completion --version\nversion: 1\n# exit 0 after 0.01s\n")
+    (tmp_path / "graph_smoke.log").write_text(
+        "## kv cache type q8_0\n"
+        f"$ {LANE}/llama-completion -m m.gguf -p 'Once upon a time' -ctk q8_0 -ctv q8_0 -fa on -lv 4 -ngl 99\n"
+        f"load_tensors: offloaded {offloaded} layers to GPU\nllama_context: n_ctx                 = 256\n"
+        "llama_context: n_batch               = 256\nllama_context: n_ubatch              = 256\n"
+        "llama_context: n_seq_max             = 1\nllama_context: flash_attn            = enabled\n# exit 0 after 0.30s\n"
+        f"$ {LANE}/llama-completion -m m.gguf -ctk f16 -ctv f16 -fa auto -ngl 99\n"
+        f"load_tensors: offloaded {offloaded} layers to GPU\nllama_context: flash_attn            = auto\n"
+        "resolve_fused_ops: Flash Attention enabled\n# exit 0 after 0.30s\n")
+    (tmp_path / "concurrency.server.log").write_text(
+        "load_tensors: offloaded 3/3 layers to GPU\nllama_context: n_seq_max             = 4\n"
+        "llama_context: n_ctx                 = 1024\nllama_context: n_batch               = 1024\n"
+        "llama_context: n_ubatch              = 512\nresolve_fused_ops: Flash Attention enabled\n")
+    (tmp_path / "concurrency.log").write_text(
+        f"$ {LANE}/llama-server -m m.gguf --port 1 -np 4 -c 1024 -ngl 99  (log: concurrency.server.log)\n# llama-server stopped, exit 0\n")
+    # The CPU lane's commands in an accelerator run are the oracle, not the recipe.
+    (tmp_path / "reference_parity.log").write_text(
+        f"$ {CPU}/llama-logits -m m.gguf -fa off -c 8192 -ctk f32\nllama_context: n_ctx = 8192\n# exit 0 after 1s\n"
+        f"$ {LANE}/test-backend-ops test -b CUDA0\n# exit 0 after 1s\n")
+    return tmp_path
+
+
+def test_recipe_of_a_full_offload_run(tmp_path):
+    r = recipe.recipe_from_logs(_logs(tmp_path), accelerator=True)
+    assert list(r.kv_cache_types) == ["f16", "q8_0"]
+    assert list(r.flash_attention) == ["on"]
+    assert r.n_gpu_layers == -1
+    assert (r.context_size, r.batch_size, r.ubatch_size, r.parallel_sequences) == (1024, 1024, 512, 4)
+
+
+def test_partial_offload_is_not_full(tmp_path):
+    assert recipe.recipe_from_logs(_logs(tmp_path, offloaded="2/3"), accelerator=True).n_gpu_layers == 2
+
+
+def test_cpu_lane_offloads_nothing(tmp_path):
+    (tmp_path / "artifact_integrity.log").write_text(f"$ {CPU}/llama-completion --version\n# exit 0 after 0.01s\n")
+    (tmp_path / "reference_parity.log").write_text(
+        f"$ {CPU}/llama-logits -m m.gguf -fa off\nllama_context: n_ctx                 = 256\n# exit 0 after 1s\n")
+    r = recipe.recipe_from_logs(tmp_path, accelerator=False)
+    assert r.n_gpu_layers == 0 and list(r.flash_attention) == ["off"] and r.context_size == 256
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

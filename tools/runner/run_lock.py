@@ -1,0 +1,384 @@
+"""The run lock: what a certification run started, so that a killed run's leftovers are found.
+
+A run writes ${LANES_RUNNER_LOCK_DIR | $TEST_TMPDIR/lanes-runner | $XDG_RUNTIME_DIR/lanes-runner |
+<tmp>/lanes-runner}/<lane>[.gpu<N>].lock.json (JSON, replaced atomically as children start): the runner's
+pid and start time, a run id (also put in every child's environment as LANES_RUN_ID), its staging
+and output directories, the device, and each child's pid, start time and argv[0].
+
+Who ends a killed run's processes (issue 15):
+  Linux: every child gets PR_SET_PDEATHSIG=SIGKILL (steps.ProcessTracker), so the kernel kills it
+    when the runner dies; plus a watchdog (this module, --watch) that notices the runner's death
+    through a pipe and kills what provably belongs to the run (its process groups, grandchildren
+    included, found by LANES_RUN_ID) and removes its staging directory; plus the next run's
+    preflight, which does the same from the lock file if the watchdog was killed too.
+  macOS / other POSIX: no PDEATHSIG; the watchdog and the next run's preflight (process identity
+    by `ps`, no environment scan, so grandchildren are found only through their process group).
+A process is only ever killed when it provably belongs to the dead run: same pid AND same start
+time AND same argv[0] as recorded, or (Linux) LANES_RUN_ID=<that run's id> in its environment.
+Only stdlib here: the watchdog starts in milliseconds and tools/evidence can import this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+LOCK_DIR_ENV = "LANES_RUNNER_LOCK_DIR"
+RUN_ID_ENV = "LANES_RUN_ID"
+KEPT_MARKER = ".lanes-kept"  # a finished run's staging dir kept for inspection: not swept
+# Staging directories carry their owner: lanes-runner-p<pid>s<start>-XXXX (the runner's scratch),
+# lanes-run-<alias>-p<pid>s<start>-XXXX (the main job's run dir), lanes-remote-run-p...-XXXX.
+STAGING_RE = re.compile(r"^lanes-(?:runner|remote-run|run-[A-Za-z0-9_.-]+?)-p(\d+)s(\d+)-[A-Za-z0-9_]+$")
+_LINUX = sys.platform.startswith("linux")
+
+
+# ---- process identity ---------------------------------------------------------------------------
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        text = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()  # fields from 3 (state) on; comm may contain spaces
+
+
+def start_time(pid: int) -> int | None:
+    """When `pid` started (Linux: clock ticks since boot, /proc/<pid>/stat field 22; elsewhere: epoch
+    seconds from ps), None if there is no such live process. With the pid it names one process:
+    a reused pid has a later start time."""
+    if _LINUX or os.path.isdir("/proc/self"):
+        f = _proc_stat(pid)
+        if f is None or f[0] in ("Z", "X"):  # a zombie has exited; it only awaits reaping
+            return None
+        return int(f[19])
+    try:
+        out = subprocess.run(["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if not out.strip():
+        return None
+    return int(time.mktime(time.strptime(out.strip(), "%a %b %d %H:%M:%S %Y")))
+
+
+def same_process(pid: int, start: int) -> bool:
+    return pid > 0 and start_time(pid) == start
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        raw = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+        return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+    except OSError:
+        pass
+    try:
+        return subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True,
+                              timeout=10).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+
+
+def _environ_run_id(pid: int) -> str | None:
+    try:
+        raw = pathlib.Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    prefix = (RUN_ID_ENV + "=").encode()
+    for entry in raw.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode(errors="replace")
+    return None
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+# ---- locations ----------------------------------------------------------------------------------
+
+def lock_dir() -> pathlib.Path:
+    for env, sub in ((LOCK_DIR_ENV, ""), ("TEST_TMPDIR", "lanes-runner"), ("XDG_RUNTIME_DIR", "lanes-runner")):
+        if os.environ.get(env):
+            return pathlib.Path(os.environ[env]) / sub
+    return pathlib.Path(tempfile.gettempdir()) / "lanes-runner"
+
+
+def lock_path(lane_id: str, backend: str = "cpu", gpu_index: int = 0) -> pathlib.Path:
+    """One lock per lane and device: two runs on one GPU (or two CPU-lane runs) would disturb each
+    other's cleanup baseline and speed figures."""
+    suffix = "" if backend == "cpu" else f".gpu{gpu_index}"
+    return lock_dir() / f"{lane_id}{suffix}.lock.json"
+
+
+def owner_tag(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"p{pid}s{start_time(pid) or 0}-"
+
+
+def make_staging_dir(prefix: str, parent: pathlib.Path | None = None) -> pathlib.Path:
+    """tempfile.mkdtemp whose name says which process owns it, so a dead owner's dir can be swept."""
+    return pathlib.Path(tempfile.mkdtemp(prefix=prefix + owner_tag(), dir=parent))
+
+
+def staging_owner(path: pathlib.Path) -> tuple[int, int] | None:
+    m = STAGING_RE.match(path.name)
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def sweep_stale_staging(tmp: pathlib.Path | None = None) -> list[str]:
+    """Removes lanes-run*/lanes-runner-* staging dirs in the temp dir whose owner is dead."""
+    tmp = tmp or pathlib.Path(tempfile.gettempdir())
+    done = []
+    try:
+        entries = list(tmp.iterdir())
+    except OSError:
+        return done
+    for path in entries:
+        owner = staging_owner(path)
+        if owner is None or not path.is_dir() or (path / KEPT_MARKER).exists():
+            continue
+        if not same_process(*owner):
+            shutil.rmtree(path, ignore_errors=True)
+            done.append(f"removed stale staging dir {path} (owner pid {owner[0]} is gone)")
+    return done
+
+
+# ---- the lock file --------------------------------------------------------------------------------
+
+def _write_json_atomic(path: pathlib.Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{owner_tag()}")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+_LOCK_TMP_RE = re.compile(r"^\..+\.lock\.json\.tmp-p(\d+)s(\d+)-")
+
+
+def sweep_lock_temps(directory: pathlib.Path) -> list[str]:
+    """Temporary lock files of writers killed mid-write (the lock itself is never torn)."""
+    done = []
+    with contextlib.suppress(OSError):
+        for p in directory.iterdir():
+            m = _LOCK_TMP_RE.match(p.name)
+            if m and not same_process(int(m[1]), int(m[2])):
+                p.unlink(missing_ok=True)
+                done.append(f"removed {p} (a lock write interrupted by a kill)")
+    return done
+
+
+def read_lock(path: pathlib.Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}  # unreadable (a torn write is impossible, but a hand edit is not): treated as dead
+
+
+class RunLock:
+    """This run's lock file; add_child() is called by ProcessTracker for every process it starts."""
+
+    def __init__(self, path: pathlib.Path, run_id: str, lane_id: str, backend: str, gpu_index: int,
+                 staging_dirs: list[str], out_dir: str):
+        self.path = path
+        self.data = {
+            "schema_version": 1, "run_id": run_id, "runner_pid": os.getpid(),
+            "runner_start_time": start_time(os.getpid()), "runner_argv0": sys.argv[0] if sys.argv else "",
+            "lane_id": lane_id, "backend": backend, "gpu_index": gpu_index,
+            "staging_dirs": staging_dirs, "out_dir": out_dir, "children": [], "started_unix": time.time(),
+        }
+        self._watch_w: int | None = None
+
+    def write(self) -> None:
+        _write_json_atomic(self.path, self.data)
+
+    def add_child(self, pid: int, argv0: str) -> None:
+        self.data["children"].append({"pid": pid, "start_time": start_time(pid), "argv0": argv0})
+        self.write()
+
+    def add_staging_dir(self, path: pathlib.Path | str) -> None:
+        self.data["staging_dirs"].append(str(path))
+        self.write()
+
+    def start_watchdog(self) -> None:
+        """A detached process that reaps this run if the runner dies without release()."""
+        r, w = os.pipe()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "tools.runner.run_lock", "--watch", str(self.path),
+                                     self.data["run_id"]], stdin=r, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+            proc.wait(timeout=30)  # the intermediate exits once the watchdog has forked away
+        except (OSError, subprocess.TimeoutExpired):
+            os.close(w)
+            w = None  # the PDEATHSIG + next-preflight layers still hold
+        finally:
+            os.close(r)
+        self._watch_w = w
+
+    def release(self) -> None:
+        """Normal end: the lock goes first, then the watchdog is told (pipe closed) and exits."""
+        cur = read_lock(self.path)
+        if cur and cur.get("run_id") == self.data["run_id"]:
+            self.path.unlink(missing_ok=True)
+        if self._watch_w is not None:
+            os.close(self._watch_w)
+            self._watch_w = None
+
+
+def runner_alive(lock: dict) -> bool:
+    return same_process(int(lock.get("runner_pid") or 0), int(lock.get("runner_start_time") or -1))
+
+
+def run_processes(lock: dict) -> list[int]:
+    """Live processes that provably belong to the run of `lock` (never the caller)."""
+    me = os.getpid()
+    found: set[int] = set()
+    for child in lock.get("children", []):
+        pid, start, argv0 = int(child.get("pid") or 0), child.get("start_time"), child.get("argv0")
+        if pid <= 0 or pid == me or start is None or not same_process(pid, int(start)):
+            continue
+        # argv[0] as started; a script shows its interpreter first and its path second.
+        if argv0 in cmdline(pid)[:2]:
+            found.add(pid)
+    run_id = lock.get("run_id")
+    if run_id and os.path.isdir("/proc/self"):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != me and _environ_run_id(int(entry)) == run_id:
+                if start_time(int(entry)) is not None:
+                    found.add(int(entry))
+    return sorted(found)
+
+
+def kill_run(lock: dict, wait_s: float = 10.0) -> list[int]:
+    """SIGKILLs the run's provable processes (and the process groups they lead); returns their pids."""
+    pids = run_processes(lock)
+    for pid in pids:
+        if _pgid(pid) == pid:  # a child started in its own session leads its group: take it whole
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and any(start_time(p) is not None for p in pids):
+        time.sleep(0.05)
+    return pids
+
+
+def remove_staging(lock: dict) -> list[str]:
+    """The dead run's staging dirs; only paths named like ours (never an arbitrary path from a lock)."""
+    done = []
+    for d in [*lock.get("staging_dirs", []), lock.get("out_dir", "")]:
+        p = pathlib.Path(d) if d else None
+        if p is not None and staging_owner(p) is not None and p.exists() and not (p / KEPT_MARKER).exists():
+            shutil.rmtree(p, ignore_errors=True)
+            done.append(f"removed its staging dir {p}")
+    return done
+
+
+def reap_dead_run(lock: dict, path: pathlib.Path) -> tuple[list[int], list[str]]:
+    """Cleans up after a dead run: kills its processes, removes its staging dirs and its lock."""
+    killed = kill_run(lock)
+    lines = [f"killed pid {p} ({' '.join(cmdline(p)[:1]) or 'exited'}) of dead run {lock.get('run_id')}" for p in killed]
+    lines += remove_staging(lock)
+    path.unlink(missing_ok=True)
+    return killed, lines
+
+
+def cleanup_command(lock: dict) -> str:
+    pid = lock.get("runner_pid")
+    return (f"kill -TERM {pid}   # the runner stops its children and removes its staging dir; "
+            f"if pid {pid} is still there after 10 s: kill -KILL {pid} and start again (preflight then reaps what it left)")
+
+
+# ---- signals ------------------------------------------------------------------------------------
+
+class RunInterrupted(SystemExit):
+    """SIGTERM/SIGINT/SIGHUP: children stopped, staging removed; exits 128+signal."""
+
+
+@contextlib.contextmanager
+def stop_run_on_signal(on_signal):
+    """While active, SIGTERM/SIGINT/SIGHUP call on_signal() (stop children, remove staging, release
+    the lock) and then raise RunInterrupted, so callers' finally blocks run too. Handlers can only
+    be set from the main thread; elsewhere this does nothing."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        del frame
+        for s in sigs:  # a second signal during cleanup must not interrupt it
+            signal.signal(s, signal.SIG_IGN)
+        with contextlib.suppress(Exception):
+            on_signal()
+        print(f"[runner] {signal.Signals(signum).name}: children stopped, staging removed", file=sys.stderr, flush=True)
+        raise RunInterrupted(128 + signum)
+
+    sigs = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
+    old = {s: signal.signal(s, handler) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+# ---- the watchdog -------------------------------------------------------------------------------
+
+def _watch(path: pathlib.Path, run_id: str) -> None:
+    """Detaches (so it is no descendant of the runner and its cleanup check never sees it), waits
+    for EOF on stdin (the runner exited or died) and reaps the run if the lock is still there."""
+    if os.fork() > 0:
+        os._exit(0)
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    while os.read(0, 4096):
+        pass
+    lock = read_lock(path)
+    if not lock or lock.get("run_id") != run_id:
+        return  # released normally
+    deadline = time.monotonic() + 5
+    while runner_alive(lock) and time.monotonic() < deadline:  # its exit may still be in progress
+        time.sleep(0.02)
+    if runner_alive(lock):
+        return  # closed the pipe but lives on: never reap a live run
+    reap_dead_run(lock, path)
+    # The main job's run dir of the same (dead) process, if it used one.
+    for p in pathlib.Path(tempfile.gettempdir()).iterdir():
+        if staging_owner(p) == (lock.get("runner_pid"), lock.get("runner_start_time")) and not (p / KEPT_MARKER).exists():
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--watch":
+        _watch(pathlib.Path(sys.argv[2]), sys.argv[3])
+    else:
+        sys.exit("usage: python -m tools.runner.run_lock --watch <lock.json> <run id>")

@@ -1,0 +1,216 @@
+"""Speed catches fallbacks: relative floors over the CPU lane, the backend the bench names, roofline
+bytes from the backend's own buffer lines, bandwidth from the digested probe; every figure from
+recompute(logs_dir)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import pathlib
+import sys
+
+import pytest
+
+from tools.runner import speed
+
+TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
+CPU_JSON = json.loads((TESTDATA / "llama_bench_cpu.json").read_text())
+# The committed H200 run (9e5fa75): CPU lane pp512 81,624 / tg128 4,417 tok/s on the tiny model,
+# 22.6 tok/s on the 4 GB roofline model.
+CPU_PP, CPU_TG, CPU_BIG_TG = 81623.647194, 4416.671938, 22.598742
+# The roofline model's loader lines (F16, 8 layers, n_embd 4096): the 32000 x 4096 F16 token
+# embedding (250.00 MiB) stays in host memory; the rest is in CUDA0.
+ROOFLINE_LOG = """load_tensors: loading model tensors, this can take a while... (load_mode = mmap)
+load_tensors: offloading output layer to GPU
+load_tensors: offloading 7 repeating layers to GPU
+load_tensors: offloaded 9/9 layers to GPU
+load_tensors:   CPU_Mapped model buffer size =   250.00 MiB
+load_tensors:        CUDA0 model buffer size =  3578.26 MiB
+"""
+
+
+def _tests(backend: str, pp: float | None, tg: float | None, model_size: int = 70259712) -> list[dict]:
+    out = []
+    for t in copy.deepcopy(CPU_JSON):
+        is_pp = t["n_prompt"] > 0
+        if (is_pp and pp is None) or (not is_pp and tg is None):
+            continue
+        t.update(n_prompt=512 if is_pp else 0, n_gen=0 if is_pp else 128, avg_ts=pp if is_pp else tg,
+                 model_size=model_size, backends=backend, n_gpu_layers=99 if backend != "CPU" else 0,
+                 gpu_info="NVIDIA H200" if backend != "CPU" else "")
+        out.append(t)
+    return out
+
+
+def _write_run(logs: pathlib.Path, *, lane_pp=260819.9, lane_tg=4349.9, lane_backend="CUDA", big_tg=761.75,
+               membw=True, offload_line="load_tensors: offloaded 3/3 layers to GPU", cpu_backend="CPU",
+               roofline=True, override=None) -> pathlib.Path:
+    logs.mkdir(parents=True, exist_ok=True)
+    config = ["# lanes-config backend=cuda", "# lanes-config min_speedup_pp=2.0", "# lanes-config min_speedup_roofline_tg=4.0"]
+    if override:
+        config.append(f"# lanes-config hbm_bandwidth_gbs_override={override!r}")
+    (logs / "speed.log").write_text("\n".join(config) + "\n")
+    (logs / "speed.lane.json").write_text(json.dumps(_tests(lane_backend, lane_pp, lane_tg)))
+    (logs / "speed.lane.log").write_text(offload_line + "\nload_tensors:        CUDA0 model buffer size =    35.75 MiB\n")
+    (logs / "speed.cpu_lane.json").write_text(json.dumps(_tests(cpu_backend, CPU_PP, CPU_TG)))
+    (logs / "speed.cpu_lane.log").write_text("load_tensors:   CPU_Mapped model buffer size =    67.00 MiB\n")
+    if roofline:
+        (logs / "speed.roofline_lane.json").write_text(json.dumps(_tests("CUDA", None, big_tg, 4014227456)))
+        (logs / "speed.roofline_lane.log").write_text(ROOFLINE_LOG)
+        (logs / "speed.roofline_cpu_lane.json").write_text(json.dumps(_tests("CPU", None, CPU_BIG_TG, 4014227456)))
+        (logs / "speed.roofline_cpu_lane.log").write_text("")
+    if membw:
+        # 8 GiB moved (4 GiB read + 4 GiB written) in a median 2.0216 ms: 4249.3 GB/s.
+        (logs / "speed.membw.json").write_text(json.dumps(
+            {"device": "NVIDIA H200", "bytes_moved": 8589934592, "samples_ms": [2.0216, 2.0210, 2.0230], "median_ms": 2.0216}))
+    return logs
+
+
+def test_cuda_at_the_committed_figures_passes(tmp_path):
+    counts, m, problems, summary = speed.evaluate(_write_run(tmp_path))
+    assert problems == [], problems
+    assert m["speedup_pp"] == pytest.approx(260819.9 / CPU_PP)
+    assert m["roofline_speedup_tg"] == pytest.approx(761.75 / CPU_BIG_TG)
+    assert counts["roofline_device_weight_bytes"] == round(3578.26 * 2**20)
+    assert counts["roofline_host_weight_bytes"] == 250 * 2**20
+    assert m["hbm_bandwidth_gbs"] == pytest.approx(8589934592 / 2.0216e-3 / 1e9)
+    # Device-resident bytes, not the whole file: ~67%, not the 72% the file size gave.
+    assert m["tg_roofline_fraction"] == pytest.approx(761.75 * round(3578.26 * 2**20) / (m["hbm_bandwidth_gbs"] * 1e9))
+    assert 0.66 < m["tg_roofline_fraction"] < 0.68
+    assert "(measured)" in summary and "host-resident excluded" in summary
+
+
+def test_cuda_pp_below_twice_the_cpu_lane_fails(tmp_path):
+    # Faster than every old absolute floor (10,000 tok/s) and than the CPU lane, but only x1.8.
+    _, m, problems, _ = speed.evaluate(_write_run(tmp_path, lane_pp=1.8 * CPU_PP))
+    assert m["speedup_pp"] == pytest.approx(1.8)
+    assert any("below the relative floor x2" in p for p in problems), problems
+
+
+def test_cuda_fallback_to_cpu_fails(tmp_path):
+    # A lane that silently ran on the CPU: the CPU lane's own figures, the JSON names CPU.
+    _, _, problems, _ = speed.evaluate(_write_run(tmp_path, lane_pp=CPU_PP, lane_tg=CPU_TG, lane_backend="CPU",
+                                                  big_tg=CPU_BIG_TG, offload_line=""))
+    text = "; ".join(problems)
+    assert "does not name CUDA" in text
+    assert "gpu_info is empty" in text
+    assert "no full offload" in text
+    assert "below the relative floor x2" in text and "below the relative floor x4" in text
+
+
+def test_json_naming_cpu_for_a_cuda_lane_fails_even_when_fast(tmp_path):
+    _, _, problems, _ = speed.evaluate(_write_run(tmp_path, lane_backend="CPU"))
+    assert any("backends 'CPU' does not name CUDA" in p for p in problems), problems
+
+
+def test_cpu_lane_bench_must_be_cpu(tmp_path):
+    _, _, problems, _ = speed.evaluate(_write_run(tmp_path, cpu_backend="CUDA"))
+    assert any(p.startswith("CPU lane bench:") for p in problems), problems
+
+
+def test_partial_offload_fails(tmp_path):
+    _, _, problems, _ = speed.evaluate(_write_run(tmp_path, offload_line="load_tensors: offloaded 2/3 layers to GPU"))
+    assert any("no full offload" in p for p in problems), problems
+
+
+def test_roofline_and_bandwidth_are_required_for_accelerators(tmp_path):
+    _, _, problems, _ = speed.evaluate(_write_run(tmp_path / "a", roofline=False))
+    assert any("--roofline_model" in p for p in problems), problems
+    _, m, problems, _ = speed.evaluate(_write_run(tmp_path / "b", membw=False))
+    assert "tg_roofline_fraction" not in m
+    assert any("bandwidth not measured" in p for p in problems), problems
+
+
+def test_bandwidth_override_is_used_and_said(tmp_path):
+    _, m, problems, summary = speed.evaluate(_write_run(tmp_path, membw=False, override=4800.0))
+    assert problems == [] and m["hbm_bandwidth_gbs"] == 4800.0 and "(override)" in summary
+
+
+def test_fraction_above_one_fails(tmp_path):
+    # A bandwidth far too low (or bytes far too high) cannot pass as a measurement.
+    _, _, problems, _ = speed.evaluate(_write_run(tmp_path, membw=False, override=100.0))
+    assert any("of the roofline: bytes or bandwidth are wrong" in p for p in problems), problems
+
+
+def test_nan_speed_fails(tmp_path):
+    _, _, problems, _ = speed.evaluate(_write_run(tmp_path, lane_pp=float("nan")))
+    assert any("speedup_pp" in p for p in problems), problems
+
+
+def test_device_bytes_from_real_cuda_log_excerpt():
+    # graph_smoke.log of the committed H200 run: the tiny model's CUDA0 buffer counts, CPU_Mapped not.
+    device, host, lines = speed.device_weight_bytes((TESTDATA / "load_tensors_cuda_tiny.log").read_text(), "cuda")
+    assert device == round(35.75 * 2**20) and host == round(31.25 * 2**20)
+    assert len(lines) == 2 and lines[1].endswith("CUDA0 model buffer size =    35.75 MiB")
+    assert speed.parse_offloaded((TESTDATA / "load_tensors_cuda_tiny.log").read_text()) == (3, 3)
+
+
+def test_cuda_host_buffer_is_not_device_memory():
+    text = "load_tensors:    CUDA_Host model buffer size =   100.00 MiB\nload_tensors:        CUDA0 model buffer size =    10.00 MiB\n"
+    assert speed.device_weight_bytes(text, "cuda")[:2] == (10 * 2**20, 100 * 2**20)
+
+
+def test_cpu_lane_keeps_absolute_floors(tmp_path):
+    logs = tmp_path
+    (logs / "speed.log").write_text("# lanes-config backend=cpu\n# lanes-config floor_tg_tokens_per_s=100.0\n"
+                                    "# lanes-config floor_pp_tokens_per_s=1000.0\n")
+    (logs / "speed.lane.json").write_text((TESTDATA / "llama_bench_cpu.json").read_text())
+    counts, m, problems, _ = speed.evaluate(logs)
+    assert problems == [] and m["floor_pp_tokens_per_s"] == 1000.0
+    assert counts == {"n_prompt": 64, "n_gen": 32, "repetitions": 2, "model_bytes": 70259712}
+    (logs / "speed.log").write_text("# lanes-config backend=cpu\n# lanes-config floor_tg_tokens_per_s=300.0\n"
+                                    "# lanes-config floor_pp_tokens_per_s=1000.0\n")
+    assert any(p.startswith("tg 282.9") for p in speed.evaluate(logs)[2])
+
+
+def test_recompute_equals_evaluate(tmp_path):
+    logs = _write_run(tmp_path)
+    counts, metrics, _, _ = speed.evaluate(logs)
+    assert speed.recompute(logs) == (counts, metrics)
+    assert all(math.isfinite(v) for v in metrics.values())
+
+
+def _fake_bench(root: pathlib.Path, backend: str, pp: float, tg: float, big_tg: float, stderr: str) -> pathlib.Path:
+    """A lane whose llama-bench prints canned JSON (stdout) and loader lines (stderr)."""
+    (root / "bin").mkdir(parents=True)
+    small, big = root / "small.json", root / "big.json"
+    small.write_text(json.dumps(_tests(backend, pp, tg)))
+    big.write_text(json.dumps(_tests(backend, None, big_tg, 4014227456)))
+    (root / "stderr.txt").write_text(stderr)
+    script = root / "bin" / "llama-bench"
+    script.write_text(f"#!/bin/sh\ncat {root}/stderr.txt >&2\n"
+                      f"case \"$*\" in *roofline*) cat {big};; *) cat {small};; esac\n")
+    script.chmod(0o755)
+    return root
+
+
+def test_run_speed_cuda_orchestration(tmp_path):
+    """The CUDA branch end to end with fake binaries: raw files kept, figures = recompute, override said."""
+    from tools.runner import fake_lane
+    from tools.runner.context import RunContext
+    from tools.runner.lane_spec import load_lane
+    from tools.runner.steps import Step
+
+    cuda = _fake_bench(tmp_path / "cuda", "CUDA", 260819.9, 4349.9, 761.75,
+                       "load_tensors: offloaded 3/3 layers to GPU\n" + ROOFLINE_LOG)
+    cpu = _fake_bench(tmp_path / "cpu", "CPU", CPU_PP, CPU_TG, CPU_BIG_TG, "")
+    (tmp_path / "roofline.gguf").write_bytes(b"")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    cfg = fake_lane.config(tmp_path, cuda, None, tmp_path / "m.gguf", lane="cuda", cpu_lane_dir=cpu,
+                           roofline_model=tmp_path / "roofline.gguf", hbm_bandwidth_gbs=4249.3)
+    ctx = RunContext(config=cfg, lane=load_lane(fake_lane.SPEC, "cuda"), logs_dir=logs, scratch_dir=tmp_path)
+    step = Step("speed", logs, ctx.tracker)
+    status, message = speed.run_speed(ctx, step)
+    step.finish(status, message)
+    assert status == speed.CR.PASS, message
+    assert {p.name for p in step.extra_logs} == {f"speed.{b}.{e}" for b in ("lane", "cpu_lane", "roofline_lane", "roofline_cpu_lane")
+                                                 for e in ("json", "log")}
+    assert any("--hbm_bandwidth_gbs=4249.3" in r for r in ctx.non_recordable)
+    assert speed.recompute(logs) == (dict(step.result.counts), dict(step.result.metrics))
+    assert "-v" in (logs / "speed.log").read_text().split("\n")[5].split()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
