@@ -30,6 +30,19 @@ def test_graph_smoke_figures_from_perf_lines(tmp_path):
     assert metrics == {"tg_tokens_per_s_q8_0": pytest.approx(1875.0)}
 
 
+def test_graph_smoke_truncated_run_is_counted_and_superseded_by_its_rerun(tmp_path):
+    block = "$ /l/bin/llama-completion -m m -ctk q4_0 -ctv q4_0 -fa on\n"
+    (tmp_path / "graph_smoke.log").write_text(
+        "## kv cache type q4_0\n" + block + "generated text\n# exit 0 after 1s\n"
+        "# lanes: exit 0 without llama-completion's perf lines (output truncated); running q4_0 again\n" + block
+        + "common_perf_print:        eval time =       8.00 ms /    15 runs   (    0.53 ms per token)\n# exit 0 after 1s\n")
+    counts, _ = graph_smoke.recompute(tmp_path)
+    assert counts == {"tokens_decoded_q4_0": 15, "kv_types": 1, "truncated_runs": 1}
+    # Truncated with no re-run: no tokens, which the check fails.
+    (tmp_path / "graph_smoke.log").write_text("## kv cache type q4_0\n" + block + "generated text\n# exit 0 after 1s\n")
+    assert graph_smoke.recompute(tmp_path)[0]["tokens_decoded_q4_0"] == 0
+
+
 def test_runner_fails_a_check_whose_figures_differ_from_recompute(tmp_path):
     (tmp_path / "artifact_integrity.log").write_text(f"evidence bin/x sha256={A}\nfound bin/x sha256={A}\n")
     result = rpb.CheckResult(name="artifact_integrity")

@@ -421,9 +421,15 @@ def evaluate_log(text: str, model_path: pathlib.Path | None = None
     required = [o for o in config.get("required_ops", "").split(",") if o]
     absent_ok = [o for o in config.get("absent_ops", "").split(",") if o]
     runs = parse_runs(text)
+    # A re-run (after a truncated clean exit, see run_op_oracle) supersedes the earlier run of its mode.
+    last = {r.flash_attn: r for r in runs}
+    truncated = len(runs) - len(last)
+    runs = list(last.values())
     model = rf.load_model(path)
     results: list[NodeResult] = []
     counts: dict[str, int] = {"runs": len(runs), "runs_failed": 0}
+    if truncated:
+        counts["truncated_runs"] = truncated
     for run in runs:
         if run.exit_code != 0:
             counts["runs_failed"] += 1
@@ -530,6 +536,16 @@ def required_ops(spec_path: pathlib.Path, lane_id: str, graph_ops: tuple[str, ..
     return [op for op, check in coverage.items() if check == STEP]
 
 
+# Re-runs of one flash-attention mode whose clean exit lost the end of the output; bounded.
+TRUNCATION_RETRIES = 1
+
+
+def output_complete(output: str) -> bool:
+    """The graph's last node (result_output) was printed to its `sum =` line."""
+    at = output.rfind("result_output = ")
+    return at >= 0 and "sum = " in output[at:]
+
+
 def absent_ops(spec_path: pathlib.Path, lane_id: str) -> list[str]:
     """Required ops the lane spec says the llama graph never runs (verified per run: 0 nodes)."""
     try:
@@ -567,7 +583,16 @@ def run_op_oracle(ctx, step) -> tuple[int, str]:
     threads = min(cfg.threads, 4)  # fixed, small: the tiny model needs no more
     codes = []
     for fa in ("off", "on"):
-        res = step.run(eval_command(ctx.bin(EVAL_BIN), cfg.model, cfg.parity_prompt, threads, cfg.seed, fa), cfg.timeout_s)
+        argv = eval_command(ctx.bin(EVAL_BIN), cfg.model, cfg.parity_prompt, threads, cfg.seed, fa)
+        res = step.run(argv, cfg.timeout_s)
+        for _ in range(TRUNCATION_RETRIES):
+            if res.exit_code != 0 or output_complete(res.output):
+                break
+            # llama.cpp's logger is asynchronous and leaks its thread at exit (common/log.cpp,
+            # common_log_main): under load a clean exit can lose the last printed nodes. Keep that
+            # output, say so, and run once more; the figures come from the last run of each mode.
+            step.log(f"# lanes: exit 0 but the output stops before result_output's sum (truncated); running -fa {fa} again")
+            res = step.run(argv, cfg.timeout_s)
         codes.append(res.exit_code)
     step.result.exit_code = max(codes, key=abs)
     text = step.log_path.read_text(encoding="utf-8", errors="replace")

@@ -284,6 +284,20 @@ def _take_model_arg(argv: list[str]) -> list[str]:
     return rest
 
 
+
+def test_truncated_clean_exit_is_counted_and_superseded_by_its_rerun(real, real_result, model):
+    """A run cut short at exit (llama.cpp's async logger) is kept and counted; its re-run decides."""
+    lines = real.splitlines(keepends=True)
+    first = next(i for i, l in enumerate(lines) if l.startswith("$ ") and oo.EVAL_BIN in l)
+    exit_at = next(i for i in range(first, len(lines)) if lines[i].startswith("# exit"))
+    cut = next(i for i in range(exit_at, first, -1) if "result_output = " in lines[i])
+    truncated_run = "".join(lines[first:cut + 2]) + lines[exit_at]
+    assert not oo.output_complete(truncated_run) and oo.output_complete("".join(lines[first:exit_at]))
+    text = "".join(lines[:first]) + truncated_run + "# lanes: truncated; running -fa off again\n" + "".join(lines[first:])
+    counts, metrics, _, _ = oo.evaluate_log(text, model)
+    want_counts, want_metrics, _, _ = real_result
+    assert counts == {**want_counts, "truncated_runs": 1} and metrics == want_metrics
+
 if __name__ == "__main__":
     args = _take_model_arg(sys.argv[1:])
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider", "--import-mode=importlib", *args]))
