@@ -105,6 +105,23 @@ def test_audit_recomputes_every_figure_of_the_committed_run(run):
                        + "\n".join(str(f) for f in result.findings))
 
 
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name.split(".")[0])
+def test_audit_names_a_flipped_check_status(run, tmp_path):
+    """A status the raw files do not support is a finding (admission trusts these statuses)."""
+    import shutil
+    from google.protobuf import json_format
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    report = runner_report_pb2.RunnerReport.FromString((copy / "runner_report.pb").read_bytes())
+    check = next(c for c in report.checks if c.name == "reference_parity")
+    check.status = check.FAIL
+    (copy / "runner_report.pb").write_bytes(report.SerializeToString(deterministic=True))
+    (copy / "runner_report.json").write_text(json_format.MessageToJson(report, preserving_proto_field_name=True))
+    found = [str(f) for f in audit.audit_run(copy, require_readme=False).findings]
+    assert any(f.startswith("[verdict] reference_parity: report says FAIL, the raw files say PASS") for f in found), found
+    assert any(f.startswith("[verdict] report: status PASS") for f in found), found
+
+
 def test_every_committed_run_is_audited():
     assert RUNS, "evidence/runs holds no run"
     assert {r.name.replace(".record.dsse.json", "") for r in map(pathlib.Path, map(str, RECORDS))} <= {r.name for r in RUNS}

@@ -48,7 +48,7 @@ Recompute = Callable[[pathlib.Path], tuple[dict[str, int], dict[str, float]]]
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    kind: str        # digest | undigested | twin | build-evidence | recompute | figure | readme | report
+    kind: str        # digest | undigested | twin | build-evidence | recompute | figure | verdict | readme | report
     where: str       # check name or file path
     key: str = ""    # figure key, for kind "figure"
     reported: str = ""
@@ -69,6 +69,7 @@ class AuditResult:
     figures_recomputed: int = 0     # report figures recompute reproduced
     figures_in_report: int = 0
     checks_recomputed: list[str] = dataclasses.field(default_factory=list)
+    verdicts_rederived: list[str] = dataclasses.field(default_factory=list)  # checks whose PASS/FAIL re-derived
 
     @property
     def ok(self) -> bool:
@@ -78,7 +79,8 @@ class AuditResult:
         lines = [f"audit {self.run_dir}"]
         lines += [f"  {f}" for f in self.findings]
         lines.append(f"figures recomputed: {self.figures_recomputed} of {self.figures_in_report} in the report "
-                     f"(checks: {', '.join(self.checks_recomputed) or 'none'}); mismatches: {len(self.findings)}")
+                     f"(checks: {', '.join(self.checks_recomputed) or 'none'}); verdicts re-derived: "
+                     f"{', '.join(self.verdicts_rederived) or 'none'}; mismatches: {len(self.findings)}")
         return "\n".join(lines)
 
 
@@ -221,8 +223,58 @@ def _digested_copy(run_dir: pathlib.Path, verified: dict[str, rpb.LogDigest], de
     return dest / "logs"
 
 
+def _default_verdicts(check_name: str) -> Callable[[pathlib.Path], list[str]] | None:
+    """tools.runner.<check>.problems: the check's verdict from its raw files (None: not derivable)."""
+    module_name = CHECK_MODULES.get(check_name)
+    if module_name is None:
+        return None
+    fn = getattr(importlib.import_module(module_name), "problems", None)
+    return fn if callable(fn) else None
+
+
+def _check_verdict(check: rpb.CheckResult, logs_dir: pathlib.Path, result: AuditResult,
+                   verdicts: Callable[[str], Callable[[pathlib.Path], list[str]] | None]) -> None:
+    """A PASS or FAIL must be what the raw files say: admission trusts these statuses."""
+    if check.status not in (rpb.CheckResult.PASS, rpb.CheckResult.FAIL):
+        return
+    fn = verdicts(check.name)
+    if fn is None:
+        return  # checks without a derivable verdict are held by their figures and the report's consistency
+    try:
+        problems = fn(logs_dir)
+    except Exception as err:  # a verdict that cannot be derived verifies nothing
+        result.findings.append(Finding("verdict", check.name, detail=f"verdict not derivable: {type(err).__name__}: {err}"))
+        return
+    result.verdicts_rederived.append(check.name)
+    derived = rpb.CheckResult.PASS if not problems else rpb.CheckResult.FAIL
+    if derived != check.status:
+        said = rpb.CheckResult.Status.Name(check.status)
+        why = "; ".join(problems)[:300] if problems else "no problem in its raw files"
+        result.findings.append(Finding("verdict", check.name,
+                                       detail=f"report says {said}, the raw files say {rpb.CheckResult.Status.Name(derived)} ({why})"))
+
+
+def _check_report_verdict(report: rpb.RunnerReport, result: AuditResult) -> None:
+    """status and pass_recordable follow from the checks (fail closed), as the runner computes them."""
+    required = [c for c in report.checks if c.required]
+    if any(c.status == rpb.CheckResult.UNAVAILABLE for c in required):
+        want = rpb.RunnerReport.UNAVAILABLE
+    elif required and all(c.status == rpb.CheckResult.PASS for c in required):
+        want = rpb.RunnerReport.PASS
+    else:
+        want = rpb.RunnerReport.FAIL
+    if report.status != want:
+        result.findings.append(Finding("verdict", "report", detail=f"status {rpb.RunnerReport.Status.Name(report.status)}, "
+                                       f"but its required checks give {rpb.RunnerReport.Status.Name(want)}"))
+    recordable = want == rpb.RunnerReport.PASS and not report.non_recordable_reasons
+    if report.pass_recordable != recordable:
+        result.findings.append(Finding("verdict", "report", detail=f"pass_recordable {report.pass_recordable}, "
+                                       f"but status and non_recordable_reasons give {recordable}"))
+
+
 def _check_figures(run_dir: pathlib.Path, report: rpb.RunnerReport, verified: dict[str, rpb.LogDigest],
-                   result: AuditResult, loader: Callable[[str], Recompute | None]) -> None:
+                   result: AuditResult, loader: Callable[[str], Recompute | None],
+                   verdicts: Callable[[str], Callable[[pathlib.Path], list[str]] | None] = _default_verdicts) -> None:
     with tempfile.TemporaryDirectory(prefix="lanes-audit-") as tmp:
         logs_dir = _digested_copy(run_dir, verified, pathlib.Path(tmp))
         for check in report.checks:
@@ -248,6 +300,7 @@ def _check_figures(run_dir: pathlib.Path, report: rpb.RunnerReport, verified: di
             result.checks_recomputed.append(check.name)
             _compare(check.name, "counts", dict(check.counts), dict(counts), result)
             _compare(check.name, "metrics", dict(check.metrics), dict(metrics), result)
+            _check_verdict(check, logs_dir, result, verdicts)
 
 
 def _check_readme(run_dir: pathlib.Path, result: AuditResult, require_readme: bool) -> None:
@@ -269,7 +322,8 @@ def _check_readme(run_dir: pathlib.Path, result: AuditResult, require_readme: bo
 
 
 def audit_run(run_dir: pathlib.Path, *, loader: Callable[[str], Recompute | None] = _default_loader,
-              require_readme: bool = True) -> AuditResult:
+              require_readme: bool = True,
+              verdicts: Callable[[str], Callable[[pathlib.Path], list[str]] | None] | None = None) -> AuditResult:
     """Audits one run directory; result.findings is empty only when every figure re-derives."""
     run_dir = pathlib.Path(run_dir)
     result = AuditResult(run_dir=run_dir)
@@ -282,6 +336,9 @@ def audit_run(run_dir: pathlib.Path, *, loader: Callable[[str], Recompute | None
         result.findings.append(Finding("report", REPORT_PB, detail="lists no checks"))
     verified = _check_digests(run_dir, report, result)
     _check_twins(run_dir, report, result)
-    _check_figures(run_dir, report, verified, result, loader)
+    if verdicts is None:  # with a custom loader (tests), verdicts come only from what the test gives
+        verdicts = _default_verdicts if loader is _default_loader else (lambda name: None)
+    _check_figures(run_dir, report, verified, result, loader, verdicts)
+    _check_report_verdict(report, result)
     _check_readme(run_dir, result, require_readme)
     return result

@@ -19,6 +19,7 @@ from absl import app, flags
 
 from proto import runner_report_pb2
 from tools.admission import policy as policy_lib
+from tools.audit import audit
 from tools.admission import policy_tool
 from tools.certify import certify_cli, dsse, keys, records
 from tools.certify.errors import CertifyError
@@ -197,12 +198,26 @@ def _run_and_sign(staging, lane_id, alias, lane_dir, evidence, cpu_lane, workspa
     return sign_and_show(staging, report, evidence, workspace, spec, policy_path, runs, records_dir)
 
 
+def audit_before_signing(staging: pathlib.Path, evidence: pathlib.Path) -> None:
+    """Nothing is signed that the audit cannot re-derive: every digest, figure and verdict (a run carried
+    from another host included, whose files could have changed on the way)."""
+    shutil.copy2(evidence, staging / "build_evidence.pb")
+    if evidence.with_suffix(".json").exists():
+        shutil.copy2(evidence.with_suffix(".json"), staging / "build_evidence.json")
+    result = audit.audit_run(staging, require_readme=False)
+    print(result.summary().splitlines()[-1], flush=True)
+    if not result.ok:
+        raise MainJobError(f"the run in {staging} does not audit ({len(result.findings)} finding(s): "
+                           + "; ".join(str(f) for f in result.findings[:5]) + "); nothing signed")
+
+
 def sign_and_show(staging: pathlib.Path, report: runner_report_pb2.RunnerReport, evidence: pathlib.Path,
                   workspace: pathlib.Path, spec: dict, policy_path: pathlib.Path, runs: pathlib.Path,
                   records_dir: pathlib.Path) -> int:
     """Signs and verifies a recordable run, then publishes it: policy (if this key was enrolled), the
     run dir, the in-toto statement, and the record last, so a record never names a run that is not
     all there. Everything is prepared outside the repository first; each file is written atomically."""
+    audit_before_signing(staging, evidence)
     key = ensure_key(pathlib.Path(FLAGS.key).expanduser())
     pub = run_lock.make_staging_dir(f"lanes-run-{report.lane_id}.publish-")
     try:

@@ -208,3 +208,8 @@ def run_cancellation(ctx: RunContext, step: Step) -> tuple[int, str]:
                      f"tokens, slot released {m['stream_task_seconds']:.3f}s after launch (bound {m['cancel_bound_s']:g}s), "
                      f"next request done {m['recovery_seconds']:.3f}s later; llama-server SIGINT exit 0; "
                      f"llama-completion SIGINT exit 130 in {m['sigint_exit_seconds']:.2f}s; next run succeeded")
+
+
+def problems(logs_dir: pathlib.Path) -> list[str]:
+    """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
+    return evaluate(logs_dir)[2]

@@ -178,3 +178,8 @@ def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
     return CR.PASS, (f"{c['concurrent_sequences']} concurrent sequences; server log: {c['server_max_busy_slots']} slots "
                      f"processing at once over {c['server_distinct_slots']} distinct slots; {c['exact_matches']} identical "
                      f"to the sequential run{ties} ({c['tokens']} tokens)")
+
+
+def problems(logs_dir: pathlib.Path) -> list[str]:
+    """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
+    return evaluate(logs_dir)[2]

@@ -478,3 +478,11 @@ def run_fixture_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
     step.result.counts.update(counts)
     step.result.metrics.update(metrics)
     return judge(s, cfg)
+
+
+def problems(logs_dir: pathlib.Path) -> list[str]:
+    """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
+    text = (pathlib.Path(logs_dir) / f"{STEP}.log").read_text(encoding="utf-8", errors="replace")
+    cfg = read_config(text)
+    status, message = judge(parse_test_backend_ops(text, cfg.mode), cfg)
+    return [] if status == CR.PASS else [message]

@@ -617,3 +617,12 @@ def run_op_oracle(ctx, step) -> tuple[int, str]:
                      f"(required: {', '.join(required)})"
                      + (f"; not in this model's graph (0 nodes with flash attention off and on): {', '.join(absent)}"
                         if absent else ""))
+
+
+def problems(logs_dir: pathlib.Path, model: pathlib.Path | None = None) -> list[str]:
+    """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
+    text = (pathlib.Path(logs_dir) / f"{STEP}.log").read_text(encoding="utf-8", errors="replace")
+    if "# lanes-config oracle=not_applicable" in text:
+        return []
+    counts, metrics, _, config = evaluate_log(text, model)
+    return judge(counts, metrics, config)

@@ -242,18 +242,60 @@ def check_metal(ctx: RunContext, step: Step) -> rpb.DeviceClass:
                            device_name=m.group(1).strip(), compute_capability=(re.search(r"Metal( Support)?:\s*(.+)", out) or [None, None, ""])[2])
 
 
+def _take_device_lock(lane_id: str, path: pathlib.Path) -> int:
+    """The device's flock (run_lock.try_flock), or Failed naming the live run that holds it. A
+    holder whose runner is dead is a watchdog reaping it: waited for, briefly."""
+    deadline = time.monotonic() + 15
+    while (fd := run_lock.try_flock(path)) is None:
+        holder = run_lock.read_lock(path) or {}
+        if run_lock.runner_alive(holder) or time.monotonic() > deadline:
+            who = (f"runner pid {holder.get('runner_pid')} of lane {holder.get('lane_id', '?')}, staging "
+                   f"{', '.join(holder.get('staging_dirs', []))}" if run_lock.runner_alive(holder)
+                   else "a process that has not written its lock yet")
+            stop = (run_lock.cleanup_command(holder) if run_lock.runner_alive(holder)
+                    else f"`fuser -v {run_lock.flock_path(path)}` shows the holder")
+            raise Failed(f"another run is using device {path.name.removesuffix('.lock.json')} for {lane_id}: {who} "
+                         f"(lock {path}); wait for it, or stop it: {stop}")
+        time.sleep(0.1)
+    return fd
+
+
 def check_leftovers(ctx: RunContext, step: Step) -> None:
-    """Issue 15: a previous run of this lane/device that was killed. Its processes that provably
-    belong to it (pid + start time + argv[0], or its LANES_RUN_ID) are killed and its staging dirs
-    removed, and this is logged; a previous run that is still alive is a FAIL naming the command
-    that stops it. Then this run takes the lock, before it starts any process."""
+    """Issue 15: a previous run on this device (any lane) that was killed. This run takes the
+    device's flock first (a live holder is a FAIL naming the command that stops it); a lock file
+    left under a free flock belongs to a dead run: its processes that provably belong to it (pid +
+    start time + argv[0], or its LANES_RUN_ID) are killed and its staging dirs removed, and this is
+    logged. Then this run writes its lock, before it starts any process."""
     cfg, lane = ctx.config, ctx.lane
-    path = run_lock.lock_path(lane.lane_id, lane.backend, cfg.gpu_index)
+    path = run_lock.lock_path(lane.backend, cfg.gpu_index)
+    fd = _take_device_lock(lane.lane_id, path)
+    try:
+        _reap_previous(ctx, step, path)
+        lock = run_lock.RunLock(path, ctx.tracker.run_id, lane.lane_id, lane.backend, cfg.gpu_index,
+                                [str(ctx.scratch_dir)], str(cfg.out_dir), flock_fd=fd)
+        try:
+            lock.write()
+        except OSError as err:
+            raise Failed(f"cannot write the run lock {path}: {err.strerror or err}; set {run_lock.LOCK_DIR_ENV} "
+                         "to a writable directory") from err
+    except BaseException:
+        run_lock.release_flock(path, fd)
+        raise
+    ctx.tracker.lock = lock
+    lock.start_watchdog()
+    step.log(f"run lock {path} (run id {ctx.tracker.run_id}, watchdog {'on' if lock._watch_w is not None else 'off'})")
+
+
+def _reap_previous(ctx: RunContext, step: Step, path: pathlib.Path) -> None:
+    """With the device's flock held: what a dead run left (its lock file, processes, staging)."""
+    cfg, lane = ctx.config, ctx.lane
     previous = run_lock.read_lock(path)
     if previous is not None:
+        # The flock is ours, so its runner let go; alive means a runner that predates the flock.
         if previous and run_lock.runner_alive(previous) and previous.get("runner_pid") != os.getpid():
-            raise Failed(f"another run of {lane.lane_id} is in progress: runner pid {previous.get('runner_pid')} "
-                         f"(lock {path}, staging {', '.join(previous.get('staging_dirs', []))}); wait for it, or stop it: "
+            raise Failed(f"another run is using device {path.name.removesuffix('.lock.json')}: runner pid "
+                         f"{previous.get('runner_pid')} of lane {previous.get('lane_id', '?')} (lock {path}, staging "
+                         f"{', '.join(previous.get('staging_dirs', []))}); wait for it, or stop it: "
                          + run_lock.cleanup_command(previous))
         # GPU lanes: what the dead run still holds, measured before and (by check_cuda) after the kill.
         if lane.backend == "cuda" and run_lock.run_processes(previous) and shutil.which("nvidia-smi"):
@@ -275,16 +317,6 @@ def check_leftovers(ctx: RunContext, step: Step) -> None:
             time.sleep(1.0)  # the driver frees a killed context's memory asynchronously
     for line in run_lock.sweep_stale_staging() + run_lock.sweep_lock_temps(path.parent):
         step.log(f"leftover: {line}")
-    lock = run_lock.RunLock(path, ctx.tracker.run_id, lane.lane_id, lane.backend, cfg.gpu_index,
-                            [str(ctx.scratch_dir)], str(cfg.out_dir))
-    try:
-        lock.write()
-    except OSError as err:
-        raise Failed(f"cannot write the run lock {path}: {err.strerror or err}; set {run_lock.LOCK_DIR_ENV} "
-                     "to a writable directory") from err
-    ctx.tracker.lock = lock
-    lock.start_watchdog()
-    step.log(f"run lock {path} (run id {ctx.tracker.run_id}, watchdog {'on' if lock._watch_w is not None else 'off'})")
 
 
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:

@@ -37,11 +37,20 @@ def lane_bin_dir(logs_dir: pathlib.Path) -> str | None:
     return None
 
 
-def lane_commands(logs_dir: pathlib.Path, bin_dir: str | None) -> list[tuple[list[str], str]]:
-    """(argv, everything the binary logged) of each lane llama-* command in the step logs."""
+# Only checks that judge the lane's numbers prove a recipe element: parity against an independent
+# reference (reference_parity, op_oracle) and batched-vs-sequential equality (concurrency). A KV type
+# or mode that only graph_smoke, cancellation or speed ran is exercised, not proven: it stays out.
+PROVING_STEPS = ("reference_parity", "op_oracle", "concurrency")
+
+
+def lane_commands(logs_dir: pathlib.Path, bin_dir: str | None,
+                  steps: tuple[str, ...] = PROVING_STEPS) -> list[tuple[list[str], str]]:
+    """(argv, everything the binary logged) of each lane llama-* command in the given steps' logs."""
     out = []
     for log in sorted(logs_dir.glob("*.log")):
         if log.name.count(".") != 1:  # <step>.log only; server/stderr files are read via their command
+            continue
+        if log.stem not in steps:
             continue
         for cmd in log_blocks.commands(log_blocks.read(log)):
             if not cmd.argv or "--version" in cmd.argv:

@@ -24,7 +24,7 @@ def _logs(tmp_path, offloaded="3/3"):
         f"load_tensors: offloaded {offloaded} layers to GPU\nllama_context: flash_attn            = auto\n"
         "resolve_fused_ops: Flash Attention enabled\n# exit 0 after 0.30s\n")
     (tmp_path / "concurrency.server.log").write_text(
-        "load_tensors: offloaded 3/3 layers to GPU\nllama_context: n_seq_max             = 4\n"
+        f"load_tensors: offloaded {offloaded} layers to GPU\nllama_context: n_seq_max             = 4\n"
         "llama_context: n_ctx                 = 1024\nllama_context: n_batch               = 1024\n"
         "llama_context: n_ubatch              = 512\nresolve_fused_ops: Flash Attention enabled\n")
     (tmp_path / "concurrency.log").write_text(
@@ -38,7 +38,8 @@ def _logs(tmp_path, offloaded="3/3"):
 
 def test_recipe_of_a_full_offload_run(tmp_path):
     r = recipe.recipe_from_logs(_logs(tmp_path), accelerator=True)
-    assert list(r.kv_cache_types) == ["f16", "q8_0"]
+    # q8_0 ran only in graph_smoke (a smoke run, no numerical oracle): exercised, not proven.
+    assert list(r.kv_cache_types) == ["f16"]
     assert list(r.flash_attention) == ["on"]
     assert r.n_gpu_layers == -1
     assert (r.context_size, r.batch_size, r.ubatch_size, r.parallel_sequences) == (1024, 1024, 512, 4)

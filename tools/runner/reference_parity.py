@@ -184,3 +184,11 @@ def run_reference_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
     return CR.PASS, (f"vs {oracle}: max|dlogit| {metrics['max_abs_delta_logit']:.3g}, mean KL {metrics['mean_kl']:.2g}, "
                      f"top-1 {metrics['top1_agreement']:.3f} over {counts['n_tokens']} tokens "
                      f"({counts['n_decisive']} decisive, agreement there {metrics['top1_agreement_decisive']:.3f})")
+
+
+def problems(logs_dir: pathlib.Path) -> list[str]:
+    """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
+    logs_dir = pathlib.Path(logs_dir)
+    tol = read_tolerances((logs_dir / f"{STEP}.log").read_text(encoding="utf-8", errors="replace"))
+    counts, metrics = recompute(logs_dir)
+    return judge(counts, metrics, tol)

@@ -1,9 +1,15 @@
 """The run lock: what a certification run started, so that a killed run's leftovers are found.
 
 A run writes ${LANES_RUNNER_LOCK_DIR | $TEST_TMPDIR/lanes-runner | $XDG_RUNTIME_DIR/lanes-runner |
-<tmp>/lanes-runner}/<lane>[.gpu<N>].lock.json (JSON, replaced atomically as children start): the runner's
-pid and start time, a run id (also put in every child's environment as LANES_RUN_ID), its staging
-and output directories, the device, and each child's pid, start time and argv[0].
+<tmp>/lanes-runner}/<device>.lock.json, <device> = cpu or gpu<N> (JSON, replaced atomically as children
+start): the runner's pid and start time, a run id (also put in every child's environment as
+LANES_RUN_ID), its lane, staging and output directories, the device, and each child's pid, start time
+and argv[0]. The lock is per device, not per lane: a CUDA and a Vulkan lane on GPU 0 disturb each
+other's memory baseline and speed figures just as two runs of one lane do.
+
+Exclusion is an fcntl.flock(LOCK_EX) on <device>.flock, held on a close-on-exec fd for the whole run:
+only its holder writes the JSON, and the kernel drops it when the holder dies, so a JSON whose flock
+is free belongs to a dead run (reaped by whoever takes the flock next: the watchdog or a preflight).
 
 Who ends a killed run's processes (issue 15):
   Linux: every child gets PR_SET_PDEATHSIG=SIGKILL (steps.ProcessTracker), so the kernel kills it
@@ -21,6 +27,7 @@ Only stdlib here: the watchdog starts in milliseconds and tools/evidence can imp
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import pathlib
@@ -115,11 +122,51 @@ def lock_dir() -> pathlib.Path:
     return pathlib.Path(tempfile.gettempdir()) / "lanes-runner"
 
 
-def lock_path(lane_id: str, backend: str = "cpu", gpu_index: int = 0) -> pathlib.Path:
-    """One lock per lane and device: two runs on one GPU (or two CPU-lane runs) would disturb each
-    other's cleanup baseline and speed figures."""
-    suffix = "" if backend == "cpu" else f".gpu{gpu_index}"
-    return lock_dir() / f"{lane_id}{suffix}.lock.json"
+def device_key(backend: str = "cpu", gpu_index: int = 0) -> str:
+    return "cpu" if backend == "cpu" else f"gpu{gpu_index}"
+
+
+def lock_path(backend: str = "cpu", gpu_index: int = 0) -> pathlib.Path:
+    """One lock per device, whatever the lane: two runs on one GPU (or two CPU-lane runs) would
+    disturb each other's cleanup baseline and speed figures."""
+    return lock_dir() / f"{device_key(backend, gpu_index)}.lock.json"
+
+
+def flock_path(path: pathlib.Path) -> pathlib.Path:
+    """The file whose flock guards the JSON lock `path` (a separate file: the JSON is os.replace'd)."""
+    return path.with_name(path.name.removesuffix(".lock.json") + ".flock")
+
+
+def try_flock(path: pathlib.Path) -> int | None:
+    """An fd holding LOCK_EX on flock_path(path), or None while another open file holds it. The fd
+    is close-on-exec (os.open's default), so no child keeps the device locked after we die."""
+    fpath = flock_path(path)
+    fpath.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(fpath, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        # A holder unlinks the file before letting go: locking an unlinked inode locks nothing.
+        try:
+            st = os.stat(fpath)
+        except FileNotFoundError:
+            st = None
+        if st is not None and (st.st_dev, st.st_ino) == (os.fstat(fd).st_dev, os.fstat(fd).st_ino):
+            return fd
+        os.close(fd)
+
+
+def release_flock(path: pathlib.Path, fd: int) -> None:
+    """Unlinks the flock file while still holding it (see try_flock), then lets go."""
+    with contextlib.suppress(OSError):
+        flock_path(path).unlink(missing_ok=True)
+    os.close(fd)
 
 
 def owner_tag(pid: int | None = None) -> str:
@@ -197,15 +244,17 @@ def read_lock(path: pathlib.Path) -> dict | None:
 
 
 class RunLock:
-    """This run's lock file; add_child() is called by ProcessTracker for every process it starts."""
+    """This run's lock file; add_child() is called by ProcessTracker for every process it starts.
+    `flock_fd` (from try_flock) is held until release(): only the flock's holder writes the JSON."""
 
     def __init__(self, path: pathlib.Path, run_id: str, lane_id: str, backend: str, gpu_index: int,
-                 staging_dirs: list[str], out_dir: str):
+                 staging_dirs: list[str], out_dir: str, flock_fd: int | None = None):
         self.path = path
+        self.flock_fd = flock_fd
         self.data = {
             "schema_version": 1, "run_id": run_id, "runner_pid": os.getpid(),
             "runner_start_time": start_time(os.getpid()), "runner_argv0": sys.argv[0] if sys.argv else "",
-            "lane_id": lane_id, "backend": backend, "gpu_index": gpu_index,
+            "lane_id": lane_id, "backend": backend, "gpu_index": gpu_index, "device": device_key(backend, gpu_index),
             "staging_dirs": staging_dirs, "out_dir": out_dir, "children": [], "started_unix": time.time(),
         }
         self._watch_w: int | None = None
@@ -238,10 +287,14 @@ class RunLock:
         self._watch_w = w
 
     def release(self) -> None:
-        """Normal end: the lock goes first, then the watchdog is told (pipe closed) and exits."""
+        """Normal end: the lock goes first, then the flock, then the watchdog is told (pipe closed)
+        and exits (it finds no JSON of this run once it gets the flock)."""
         cur = read_lock(self.path)
         if cur and cur.get("run_id") == self.data["run_id"]:
             self.path.unlink(missing_ok=True)
+        if self.flock_fd is not None:
+            release_flock(self.path, self.flock_fd)
+            self.flock_fd = None
         if self._watch_w is not None:
             os.close(self._watch_w)
             self._watch_w = None
@@ -350,7 +403,9 @@ def stop_run_on_signal(on_signal):
 
 def _watch(path: pathlib.Path, run_id: str) -> None:
     """Detaches (so it is no descendant of the runner and its cleanup check never sees it), waits
-    for EOF on stdin (the runner exited or died) and reaps the run if the lock is still there."""
+    for EOF on stdin (the runner exited or died), takes the device's flock (free once the runner is
+    gone) and reaps the run if the lock still names `run_id`. Holding the flock while reaping keeps
+    a next run from writing its lock meanwhile, so only this run's lock is ever removed."""
     if os.fork() > 0:
         os._exit(0)
     os.setsid()
@@ -358,19 +413,28 @@ def _watch(path: pathlib.Path, run_id: str) -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     while os.read(0, 4096):
         pass
-    lock = read_lock(path)
-    if not lock or lock.get("run_id") != run_id:
-        return  # released normally
-    deadline = time.monotonic() + 5
-    while runner_alive(lock) and time.monotonic() < deadline:  # its exit may still be in progress
-        time.sleep(0.02)
-    if runner_alive(lock):
-        return  # closed the pipe but lives on: never reap a live run
-    reap_dead_run(lock, path)
-    # The main job's run dir of the same (dead) process, if it used one.
-    for p in pathlib.Path(tempfile.gettempdir()).iterdir():
-        if staging_owner(p) == (lock.get("runner_pid"), lock.get("runner_start_time")) and not (p / KEPT_MARKER).exists():
-            shutil.rmtree(p, ignore_errors=True)
+    deadline = time.monotonic() + 30
+    while (fd := try_flock(path)) is None:
+        cur = read_lock(path)
+        if not cur or cur.get("run_id") != run_id or time.monotonic() > deadline:
+            return  # released normally, or a next run took the device (its preflight reaped ours)
+        time.sleep(0.05)
+    try:
+        lock = read_lock(path)
+        if not lock or lock.get("run_id") != run_id:
+            return  # released normally
+        end = time.monotonic() + 5
+        while runner_alive(lock) and time.monotonic() < end:  # its exit may still be in progress
+            time.sleep(0.02)
+        if runner_alive(lock):
+            return  # closed the pipe but lives on: never reap a live run
+        reap_dead_run(lock, path)
+        # The main job's run dir of the same (dead) process, if it used one.
+        for p in pathlib.Path(tempfile.gettempdir()).iterdir():
+            if staging_owner(p) == (lock.get("runner_pid"), lock.get("runner_start_time")) and not (p / KEPT_MARKER).exists():
+                shutil.rmtree(p, ignore_errors=True)
+    finally:
+        release_flock(path, fd)
 
 
 def new_run_id() -> str:
