@@ -112,7 +112,7 @@ def _driver(root: pathlib.Path) -> None:
     os.chdir(root / "rf")  # lanes/spec.json, lanes/availability.json as in Bazel's runfiles
     ws = os.environ.get("FAULT_WS", str(root / "ws"))
     app.run(main_job.main, argv=["main_job", "--lane=cpu", f"--lane_dir={root / 'lane'}",
-                                 f"--evidence={root / 'cpu.evidence.pb'}", "--model=model.gguf", f"--model_store={root}",
+                                 f"--evidence={root / 'cpu.evidence.pb'}", "--model=model.gguf", f"--model_store={root}", "--publish",
                                  f"--workspace={ws}", f"--key={root / 'keys' / 'lanes-issuer.key'}"])
 
 

@@ -42,9 +42,11 @@ flags.DEFINE_string("model", EMBEDDED_MODEL, "GGUF to certify: the embedded mode
 flags.DEFINE_string("model_store", os.environ.get(model_store.ENV_VAR, ""),
                     f"Directory operators keep production models in (default ${model_store.ENV_VAR}).")
 flags.DEFINE_string("workspace", os.environ.get("BUILD_WORKSPACE_DIRECTORY", "."), "Workspace holding evidence/.")
-flags.DEFINE_string("policy", "evidence/policy.json", "Admission policy (workspace-relative).")
-flags.DEFINE_string("records", "evidence/records", "Where signed records go (workspace-relative).")
-flags.DEFINE_string("runs", "evidence/runs", "Where reports and raw logs go (workspace-relative).")
+flags.DEFINE_bool("publish", False, "Write the run, record, matrix and key enrolment into the committed evidence/ "
+                  "(maintainers). Default: into the git-ignored .lanes/local/, leaving the checkout clean.")
+flags.DEFINE_string("policy", "", "Admission policy (workspace-relative); default <output root>/policy.json.")
+flags.DEFINE_string("records", "", "Where signed records go (workspace-relative); default <output root>/records.")
+flags.DEFINE_string("runs", "", "Where reports and raw logs go (workspace-relative); default <output root>/runs.")
 flags.DEFINE_string("key", str(keys.default_key_dir() / "lanes-issuer.key"), "Ed25519 signing key (made if absent; never in a repo).")
 flags.DEFINE_integer("validity_days", 90, "Lifetime of the certification record.")
 flags.DEFINE_list("kv_types", ["f16", "q8_0", "q4_0"], "KV cache types exercised (K and V).")
@@ -129,8 +131,22 @@ def load_remote_run(run_dir: pathlib.Path, evidence: pathlib.Path, lane_id: str)
 
 def sweep_leftovers(workspace: pathlib.Path) -> None:
     """What a killed earlier job left: temporary files under evidence/ and staging dirs (issue 15)."""
-    for line in atomic_files.sweep_leftovers(workspace / "evidence") + run_lock.sweep_stale_staging():
+    swept = [line for d in (workspace / "evidence", workspace / LOCAL_ROOT) if d.is_dir()
+             for line in atomic_files.sweep_leftovers(d)]
+    for line in swept + run_lock.sweep_stale_staging():
         print(f"certify: {line}", flush=True)
+
+
+COMMITTED_POLICY = "evidence/policy.json"
+LOCAL_ROOT = ".lanes/local"  # git-ignored
+
+
+def output_root(workspace: pathlib.Path) -> pathlib.Path:
+    """evidence/ with --publish (maintainers commit it), else the git-ignored local root."""
+    root = workspace / ("evidence" if FLAGS.publish else LOCAL_ROOT)
+    if not FLAGS.publish:
+        print(f"certify: writing to {root} (git-ignored); --publish writes the committed evidence/", flush=True)
+    return root
 
 
 def run_job() -> int:
@@ -141,7 +157,13 @@ def run_job() -> int:
     lane_dir = pathlib.Path(FLAGS.lane_dir or f"lanes/{alias}").resolve()
     evidence = pathlib.Path(FLAGS.evidence or f"lanes/{alias}.evidence.pb").resolve()
     cpu_lane = pathlib.Path(FLAGS.cpu_lane_dir or "lanes/cpu").resolve()
-    policy_path, runs, records_dir = workspace / FLAGS.policy, workspace / FLAGS.runs, workspace / FLAGS.records
+    root = output_root(workspace)
+    policy_path = workspace / FLAGS.policy if FLAGS.policy else root / "policy.json"
+    runs = workspace / FLAGS.runs if FLAGS.runs else root / "runs"
+    records_dir = workspace / FLAGS.records if FLAGS.records else root / "records"
+    if not FLAGS.publish and not FLAGS.policy and not policy_path.exists() and (workspace / COMMITTED_POLICY).exists():
+        # A local run starts from the committed trust; enrolling this user's key changes only the copy.
+        atomic_files.copy_file_atomic(workspace / COMMITTED_POLICY, policy_path)
 
     if FLAGS.remote_run:
         staging, report = load_remote_run(pathlib.Path(FLAGS.remote_run).resolve(), evidence, lane_id)
@@ -245,7 +267,7 @@ def sign_and_show(staging: pathlib.Path, report: runner_report_pb2.RunnerReport,
           f"issuer {record.issuer[:16]}..., expires {record.expires_at}")
     print()
     print(matrix_view.render(workspace, spec, build_evidence.load_json(AVAILABILITY), policy=policy_path, records=records_dir,
-                             html_out=workspace / "evidence" / "matrix.html"))
+                             html_out=runs.parent / "matrix.html"))
     return 0
 
 
