@@ -310,22 +310,19 @@ def record_refusals(
             status = runner_report_pb2.CheckResult.Status.DESCRIPTOR.values_by_number.get(statuses[name])
             status = status.name if status else str(statuses[name])
             out.append(f"{REQUIRED_CHECK_FAILED}: {where}: policy requires check {name!r} PASS, the record says {status}")
-    for floor in policy.speed_floors:
-        if floor.lane_id not in ("*", node.lane_id):
+    # Floors and ceilings on record metrics: one rule each way; `not (value >= bound)` also refuses NaN.
+    bounds = [(f.lane_id, f.metric, f.min_value, SPEED_FLOOR, "floor", lambda v, b: v >= b, "<")
+              for f in policy.speed_floors]
+    bounds += [(c.lane_id, c.metric, c.max_value, METRIC_CEILING, "ceiling", lambda v, b: v <= b, ">")
+               for c in policy.metric_ceilings]
+    for lane_id, metric, bound, code, kind, within, op in bounds:
+        if lane_id not in ("*", node.lane_id):
             continue
-        value = rec.metrics.get(floor.metric)
+        value = rec.metrics.get(metric)
         if value is None:
-            out.append(f"{SPEED_FLOOR}: {where}: metric {floor.metric!r} absent, policy floor {floor.min_value:g}")
-        elif not value >= floor.min_value:  # `not >=` also refuses NaN
-            out.append(f"{SPEED_FLOOR}: {where}: {floor.metric} {value:g} < floor {floor.min_value:g}")
-    for ceiling in policy.metric_ceilings:
-        if ceiling.lane_id not in ("*", node.lane_id):
-            continue
-        value = rec.metrics.get(ceiling.metric)
-        if value is None:
-            out.append(f"{METRIC_CEILING}: {where}: metric {ceiling.metric!r} absent, policy ceiling {ceiling.max_value:g}")
-        elif not value <= ceiling.max_value:  # `not <=` also refuses NaN
-            out.append(f"{METRIC_CEILING}: {where}: {ceiling.metric} {value:g} > ceiling {ceiling.max_value:g}")
+            out.append(f"{code}: {where}: metric {metric!r} absent, policy {kind} {bound:g}")
+        elif not within(value, bound):
+            out.append(f"{code}: {where}: {metric} {value:g} {op} {kind} {bound:g}")
     return out
 
 
