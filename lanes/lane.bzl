@@ -6,9 +6,12 @@ requested explicitly; it is tagged manual so `bazel build //...` never fails for
 
 load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
 load("@llama_cpp//:pin.bzl", "PIN")
-load("@rules_foreign_cc//foreign_cc:defs.bzl", "CMakeInfo", "cmake")
+load("@rules_foreign_cc//foreign_cc:defs.bzl", "cmake")
 load("//lanes:lanes.bzl", "LANES", "merge_dicts")
 load("//toolchains:sdk.bzl", "sdk_for_lane")
+
+# As many compile jobs as the host has cores, up to 8 (the stand-in reserves them from Bazel).
+_PARALLEL = ["--parallel", "8"]
 
 def _soname(lib):
     return "lib{}.so.0".format(lib)
@@ -16,11 +19,13 @@ def _soname(lib):
 def _lane_bundle_impl(ctx):
     lane_id = ctx.attr.lane_id
     alias = ctx.label.name
-    # ggml ships lib<x>.so (to link against) and lib<x>.so.0 (its SONAME); a lane needs only the latter.
-    ggml_info, llama_info = ctx.attr.ggml[CMakeInfo], ctx.attr.llama[CMakeInfo]
-    runtime_libs = [f for f in ggml_info.shared_libs if f.basename.endswith(".so.0")] + llama_info.shared_libs
-    stages = [ggml_info, llama_info]
-    bins = llama_info.binaries
+    # Only what rules_foreign_cc's cmake() itself returns: DefaultInfo files under <name>/bin and
+    # <name>/lib, and the CMake_logs output group. ggml ships lib<x>.so (to link against) and
+    # lib<x>.so.0 (its SONAME); a lane needs only the latter.
+    ggml_libs = _stage_files(ctx.attr.ggml, "lib")
+    runtime_libs = [f for f in ggml_libs if f.basename.endswith(".so.0")] + _stage_files(ctx.attr.llama, "lib")
+    bins = _stage_files(ctx.attr.llama, "bin")
+    stage_logs = ctx.attr.ggml[OutputGroupInfo].CMake_logs.to_list() + ctx.attr.llama[OutputGroupInfo].CMake_logs.to_list()
     out_bins = [ctx.actions.declare_file("{}/bin/{}".format(alias, f.basename)) for f in bins]
     out_libs = [ctx.actions.declare_file("{}/lib/{}".format(alias, f.basename)) for f in runtime_libs]
     evidence_pb = ctx.actions.declare_file("{}.evidence.pb".format(alias))
@@ -34,7 +39,7 @@ def _lane_bundle_impl(ctx):
     args.add("--pin", ctx.file._pin)
     args.add("--sdk", ctx.file.sdk_info)
     args.add("--sdk_name", ctx.attr.sdk_name)
-    args.add_all(stages, map_each = _meta_arg, before_each = "--stage_meta")
+    args.add_all(stage_logs, before_each = "--stage_log")
     args.add_all(bins, before_each = "--binary")
     args.add_all(runtime_libs, before_each = "--library")
     args.add("--patches_dir", ctx.files._patches[0].dirname)
@@ -45,7 +50,7 @@ def _lane_bundle_impl(ctx):
         executable = ctx.executable._writer,
         arguments = [args],
         inputs = depset(
-            [ctx.file._spec, ctx.file._pin, ctx.file.sdk_info] + bins + runtime_libs + ctx.files._patches + [s.meta for s in stages],
+            [ctx.file._spec, ctx.file._pin, ctx.file.sdk_info] + bins + runtime_libs + ctx.files._patches + stage_logs,
         ),
         outputs = out_bins + out_libs + [evidence_pb, evidence_json],
         mnemonic = "LaneEvidence",
@@ -59,15 +64,20 @@ def _lane_bundle_impl(ctx):
         OutputGroupInfo(evidence = depset([evidence_pb, evidence_json])),
     ]
 
-def _meta_arg(info):
-    return info.meta.path
+def _stage_files(target, sub):
+    """Files (not directories) that a cmake() target declared under <name>/<sub>/."""
+    return [
+        f
+        for f in target[DefaultInfo].files.to_list()
+        if not f.is_directory and f.dirname.endswith("/" + sub)
+    ]
 
 lane_bundle = rule(
     implementation = _lane_bundle_impl,
     attrs = {
         "lane_id": attr.string(mandatory = True),
-        "ggml": attr.label(mandatory = True, providers = [CMakeInfo]),
-        "llama": attr.label(mandatory = True, providers = [CMakeInfo]),
+        "ggml": attr.label(mandatory = True, providers = [OutputGroupInfo]),
+        "llama": attr.label(mandatory = True, providers = [OutputGroupInfo]),
         "sdk_info": attr.label(mandatory = True, allow_single_file = True),
         "sdk_name": attr.string(mandatory = True),
         "_spec": attr.label(default = "//lanes:spec.json", allow_single_file = True),
@@ -112,7 +122,7 @@ def llama_lane(lane_id, heavy = False):
         build_data = sdk.get("build_data", []),
         out_shared_libs = [f for lib in lane["ggml_libs"] for f in ["lib{}.so".format(lib), _soname(lib)]],
         out_data_dirs = ["lib/cmake"],
-        resource_size = "large",
+        build_args = _PARALLEL,
         tags = tags,
     )
     cmake(
@@ -133,7 +143,7 @@ def llama_lane(lane_id, heavy = False):
         out_binaries = lane["targets"],
         out_shared_libs = lane["llama_libs"],
         out_include_dir = "",
-        resource_size = "large",
+        build_args = _PARALLEL,
         tags = tags,
     )
     lane_bundle(

@@ -1,7 +1,7 @@
 """The lane spec: the single source of truth for every lane.
 
-Bazel rules (lanes/BUILD.bazel via lane.bzl), the runner, the matrix and admission all read this
-(Python reads //lanes:spec.json, generated from it). Nothing repeats these cache entries by hand.
+Bazel rules (lanes/BUILD.bazel via lane.bzl), the runner and the matrix read this (Python reads
+//lanes:spec.json, generated from it); admission reads only signed records and the policy. Nothing repeats these cache entries by hand.
 
 Each lane is built as two cmake() stages: `ggml` (the backend libraries; for CUDA the expensive
 kernels) and `llama` (libllama + tools) on top of the installed ggml package, so a patch that only
@@ -12,6 +12,10 @@ touches llama never recompiles the kernels and a remote cache shares the heavy s
 _GGML_COMMON = {
     "BUILD_SHARED_LIBS": "ON",
     "CMAKE_BUILD_TYPE": "Release",
+    # Link with the install RPATH from the start: otherwise the linker's build-id hashes the
+    # build tree's absolute RPATH (a fresh temp dir per build), which `cmake --install` rewrites
+    # afterwards but the build-id keeps, so identical code got different bytes on every build.
+    "CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
     "CMAKE_INSTALL_LIBDIR": "lib",
     "CMAKE_INSTALL_RPATH": "$ORIGIN",
     "GGML_BUILD_EXAMPLES": "OFF",
@@ -118,18 +122,25 @@ _CPU_OP_COVERAGE = {op: "op_oracle" for op in [
 # Required ops the CPU lane's graph never runs; each run must confirm it (op_oracle, 0 nodes).
 _CPU_OPS_ABSENT_FROM_GRAPH = ["SCALE"]
 
-def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log_evidence = [], notes = ""):
+# llama.cpp's RPC backend: lanes that can serve layers of a mixed-backend route (one
+# `ggml-rpc-server` per node, the client splitting layers across them) build it in both stages
+# (the llama stage builds the server tool only when GGML_RPC is set).
+_RPC = {"GGML_RPC": "ON"}
+
+def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log_evidence = [], notes = "", rpc = False):
     return {
         "alias": alias,
         "os": os,
         "arch": arch,
         "backend": backend,
         "sdk": sdk,
-        "ggml_cache_entries": merge_dicts(_GGML_COMMON, ggml_cache_entries),
-        "ggml_libs": ggml_libs,
-        "llama_cache_entries": _LLAMA_COMMON,
+        "ggml_cache_entries": merge_dicts(_GGML_COMMON, ggml_cache_entries, _RPC if rpc else {}),
+        "ggml_libs": ggml_libs + (["ggml-rpc"] if rpc else []),
+        "llama_cache_entries": merge_dicts(_LLAMA_COMMON, _RPC if rpc else {}),
         "llama_libs": _LLAMA_LIBS,
-        "targets": TOOLS,
+        "targets": TOOLS + (["ggml-rpc-server"] if rpc else []),
+        # Whether the lane can take part in a mixed-backend route over llama.cpp's RPC backend.
+        "rpc": rpc,
         # Lines the backend itself logs when it really ran the graph (checked by the runner).
         "log_evidence": log_evidence,
         "fixture_ops": LLAMA_GRAPH_OPS,
@@ -174,6 +185,7 @@ LANES = {
             "llama_kv_cache: +CUDA0 KV buffer size",
         ],
         notes = "CUDA 13.0, arch 90a, VMM off",
+        rpc = True,
     ),
     "linux-aarch64-cuda": _lane(
         alias = "",
@@ -205,8 +217,14 @@ LANES = {
         sdk = "vulkan",
         ggml_libs = ["ggml-base", "ggml", "ggml-cpu", "ggml-vulkan"],
         ggml_cache_entries = merge_dicts(_X86_64_V3, {"GGML_VULKAN": "ON"}),
-        log_evidence = ["ggml_vulkan: Found [1-9] Vulkan devices", "offloaded ([0-9]+)/\\1 layers to GPU"],
-        notes = "software ICDs (llvmpipe, lavapipe, SwiftShader) never certify",
+        log_evidence = [
+            "ggml_vulkan: Found [1-9][0-9]* Vulkan devices",
+            "offloaded ([0-9]+)/\\1 layers to GPU",
+            "load_tensors: +Vulkan0 model buffer size",
+            "llama_kv_cache: +Vulkan0 KV buffer size",
+        ],
+        notes = "Vulkan 1.3.239 (pinned Debian packages); software ICDs (llvmpipe, lavapipe, SwiftShader) never certify",
+        rpc = True,
     ),
     "darwin-arm64-metal": _lane(
         alias = "metal",

@@ -63,6 +63,19 @@ def stage_from_meta(meta: dict[str, Any]) -> pb.CMakeStage:
     return stage
 
 
+def stage_metas(stage_logs: Iterable[str]) -> list[dict[str, Any]]:
+    """The meta.json of every stage among its CMake_logs files; a stage must have one.
+
+    The real rules_foreign_cc writes only plain logs (no meta.json); evidence without compilers and
+    command lines would overstate nothing but say less, so that case is refused with the reason.
+    """
+    metas = [load_json(p) for p in stage_logs if pathlib.Path(p).name == "meta.json"]
+    if not metas:
+        raise ValueError(f"no meta.json among the cmake() stages' CMake_logs ({', '.join(stage_logs) or 'none'}): "
+                         "build evidence needs the stand-in cmake()'s meta.json (third_party/offline/rules_foreign_cc)")
+    return metas
+
+
 def compilers_from_meta(metas: Iterable[dict[str, Any]]) -> list[pb.Compiler]:
     seen: dict[tuple[str, str, str], pb.Compiler] = {}
     for meta in metas:

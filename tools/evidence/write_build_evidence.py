@@ -13,7 +13,9 @@ flags.DEFINE_string("spec", None, "lanes/spec.json", required=True)
 flags.DEFINE_string("pin", None, "@llama_cpp//:pin.json", required=True)
 flags.DEFINE_string("sdk", None, "@lane_sdks//:sdks.json", required=True)
 flags.DEFINE_string("sdk_name", None, "Key of the SDK in sdks.json.", required=True)
-flags.DEFINE_multi_string("stage_meta", [], "meta.json of each cmake() stage.")
+flags.DEFINE_multi_string(
+    "stage_log", [], "Files of each cmake() stage's CMake_logs output group; its meta.json (the "
+    "offline rule's command lines, compilers, timings) is what the evidence is made from.")
 flags.DEFINE_multi_string("binary", [], "Executables to ship in bin/.")
 flags.DEFINE_multi_string("library", [], "Shared libraries to ship in lib/.")
 flags.DEFINE_string("patches_dir", "", "Unused; the patches are inputs so a patch edit reruns this.")
@@ -35,7 +37,7 @@ def main(argv: list[str]) -> None:
         lane_dir=lane_dir,
         pin=build_evidence.load_json(FLAGS.pin),
         sdk=sdk,
-        stage_metas=[build_evidence.load_json(m) for m in FLAGS.stage_meta],
+        stage_metas=build_evidence.stage_metas(FLAGS.stage_log),
         targets=spec["targets"],
         bazel_version=FLAGS.bazel_version,
     )

@@ -7,20 +7,32 @@ install (tests). It also writes <name>_foreign_cc/{build.log,meta.json}: the exa
 compiler id and version, and timings, which build evidence is made from.
 """
 
-CMakeInfo = provider(
-    doc = "What a cmake() target built and where its install prefix is.",
+# Private to this stand-in (defs.bzl does not export it, as the real rules export no such
+# provider): what a dependent cmake() needs to put this target's install prefix on
+# CMAKE_PREFIX_PATH. The real rule gets the same from the dependency's CcInfo and outputs.
+_CMakeDepInfo = provider(
+    doc = "Install prefix and files of a cmake() target, for cmake() targets that depend on it.",
     fields = {
         "install_prefix": "exec-root-relative path of <name>/",
         "files": "depset of every output under the prefix",
-        "meta": "File: the <name>_foreign_cc/meta.json of this build",
-        "log": "File: the build log",
-        "shared_libs": "list of File in <name>/lib",
-        "binaries": "list of File in <name>/bin",
     },
 )
 
-# CPUs asked for per size, as in rules_foreign_cc; the action uses min(this, host cores).
-_RESOURCE_SIZES = {"tiny": 1, "small": 2, "medium": 4, "large": 8, "enormous": 16, "default": 8}
+def _parallel_jobs(build_args):
+    """The job count asked for in build_args (`--parallel N`, `-j N`, `-jN`); 1 if none.
+
+    The real rule passes build_args to `cmake --build` as they are; this stand-in does too, and
+    also reserves that many CPUs from Bazel for the action (capped by the host's cores at run
+    time), which is what rules_foreign_cc's later `resource_size` does.
+    """
+    for i, arg in enumerate(build_args):
+        if arg in ("--parallel", "-j") and i + 1 < len(build_args) and build_args[i + 1].isdigit():
+            return int(build_args[i + 1])
+        if arg.startswith("-j") and arg[2:].isdigit():
+            return int(arg[2:])
+        if arg.startswith("--parallel=") and arg[len("--parallel="):].isdigit():
+            return int(arg[len("--parallel="):])
+    return 1
 
 def _source_root(files):
     roots = [f.dirname for f in files if f.basename == "CMakeLists.txt"]
@@ -50,7 +62,7 @@ def _cmake_impl(ctx):
     dep_prefixes = []
     dep_files = []
     for dep in ctx.attr.deps:
-        info = dep[CMakeInfo]
+        info = dep[_CMakeDepInfo]
         dep_prefixes.append(info.install_prefix)
         dep_files.append(info.files)
 
@@ -72,7 +84,7 @@ def _cmake_impl(ctx):
         out_static_libs = ctx.attr.out_static_libs,
         out_include_dir = ctx.attr.out_include_dir,
         out_data_dirs = ctx.attr.out_data_dirs,
-        jobs = _RESOURCE_SIZES[ctx.attr.resource_size],
+        jobs = _parallel_jobs(ctx.attr.build_args),
         log = log.path,
         meta = meta.path,
     )
@@ -86,44 +98,43 @@ def _cmake_impl(ctx):
         outputs = outputs,
         mnemonic = "CMake",
         progress_message = "CMake build of {} ({})".format(name, ctx.label),
-        execution_requirements = {"resources:cpu:{}".format(_RESOURCE_SIZES[ctx.attr.resource_size]): ""},
+        execution_requirements = {"resources:cpu:{}".format(_parallel_jobs(ctx.attr.build_args)): ""},
         use_default_shell_env = False,
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin"},
     )
-    files = depset(outputs)
+    # As the real rule: DefaultInfo, CcInfo, and OutputGroupInfo with gen_dir, one group per
+    # declared output file and CMake_logs (here: the build log and meta.json, whose command lines,
+    # compilers and timings the lanes' build evidence is made from).
+    groups = {"gen_dir": depset(dirs), "CMake_logs": depset([log, meta])}
+    for f in binaries + shared_libs + static_libs:
+        groups[f.basename] = depset([f])
+    headers = dirs[:1] if ctx.attr.out_include_dir else []
     return [
         DefaultInfo(files = depset(binaries + shared_libs + static_libs + dirs)),
-        OutputGroupInfo(logs = depset([log, meta])),
-        CMakeInfo(
-            install_prefix = prefix,
-            files = files,
-            meta = meta,
-            log = log,
-            shared_libs = shared_libs,
-            binaries = binaries,
-        ),
+        OutputGroupInfo(**groups),
+        CcInfo(compilation_context = cc_common.create_compilation_context(headers = depset(headers))),
+        _CMakeDepInfo(install_prefix = prefix, files = depset(outputs)),
     ]
 
 cmake = rule(
     implementation = _cmake_impl,
-    doc = "Configures, builds and installs a CMake project (a subset of rules_foreign_cc's cmake()).",
+    doc = "Configures, builds and installs a CMake project: the subset of rules_foreign_cc 0.10.1's cmake() that Lanes uses, same attribute names and providers.",
     attrs = {
         "lib_source": attr.label(mandatory = True, allow_files = True, doc = "All the project's files; the shallowest CMakeLists.txt is the source root."),
         "lib_name": attr.string(doc = "Output directory name; defaults to the target name."),
         "cache_entries": attr.string_dict(doc = "-D entries for the configure step."),
         "generate_args": attr.string_list(default = ["-GNinja"]),
-        "build_args": attr.string_list(),
+        "build_args": attr.string_list(doc = "Extra `cmake --build` arguments; `--parallel N` also reserves N CPUs."),
         "targets": attr.string_list(doc = "Targets to build; empty builds the default target."),
         "install": attr.bool(default = True),
         "env": attr.string_dict(doc = "Environment for CMake and the build (PATH-like entries are prepended)."),
-        "deps": attr.label_list(providers = [CMakeInfo], doc = "cmake() targets whose install prefixes join CMAKE_PREFIX_PATH."),
+        "deps": attr.label_list(providers = [_CMakeDepInfo], doc = "cmake() targets whose install prefixes join CMAKE_PREFIX_PATH."),
         "build_data": attr.label_list(allow_files = True, doc = "Extra inputs (toolkits, stubs)."),
         "out_binaries": attr.string_list(),
         "out_shared_libs": attr.string_list(),
         "out_static_libs": attr.string_list(),
         "out_include_dir": attr.string(default = "include"),
         "out_data_dirs": attr.string_list(),
-        "resource_size": attr.string(default = "default", values = _RESOURCE_SIZES.keys()),
         "_cmake_build": attr.label(default = "//foreign_cc/private:cmake_build", executable = True, cfg = "host"),
     },
 )

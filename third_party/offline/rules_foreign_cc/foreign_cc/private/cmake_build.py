@@ -65,6 +65,22 @@ def find_output(name: str, roots: list[pathlib.Path]) -> pathlib.Path:
     raise BuildError(f"declared output {name} was not produced (looked in {', '.join(map(str, roots))})")
 
 
+def without_parallelism(build_args: list[str]) -> list[str]:
+    """build_args minus the job count, which `jobs` (capped by this host's cores) replaces."""
+    out, skip = [], False
+    for i, arg in enumerate(build_args):
+        if skip:
+            skip = False
+            continue
+        if arg in ("--parallel", "-j") and i + 1 < len(build_args) and build_args[i + 1].isdigit():
+            skip = True
+            continue
+        if re.fullmatch(r"-j\d+|--parallel=\d+", arg):
+            continue
+        out.append(arg)
+    return out
+
+
 def run_step(step: str, cmd: list[str], env: dict[str, str], log, commands: list) -> None:
     log.write(f"\n### {step}: {' '.join(cmd)}\n")
     log.flush()
@@ -101,7 +117,7 @@ def build(config: dict) -> None:
     build_cmd = ["cmake", "--build", str(build_dir), "-j", str(jobs)]
     if config["targets"]:
         build_cmd += ["--target", *config["targets"]]
-    build_cmd += config["build_args"]
+    build_cmd += without_parallelism(config["build_args"])
 
     commands: list = []
     started = time.time()
