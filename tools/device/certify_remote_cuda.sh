@@ -79,6 +79,8 @@ python3 -m tools.runner.runner "${runner_args[@]}" \
 status=${PIPESTATUS[0]}
 set -e
 tar -cJf "$out/run.tar.xz" -C "$work" run
+# Kept on this machine for certify_remote_vulkan.sh (the mixed route names the CUDA lane's run).
+rm -rf /tmp/lanes-stash/cuda-run; mkdir -p /tmp/lanes-stash; cp -r "$work/run" /tmp/lanes-stash/cuda-run
 [ -n "${KILL_DURING:-}" ] && gpu_state "after the certification run" >> "$out/kill_test.txt"
 echo "runner exit status $status"
 exit "$status"

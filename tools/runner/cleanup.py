@@ -131,7 +131,8 @@ def memory_used_mib(nvidia_smi_output: str, gpu_index: int) -> float | None:
 
 
 def _gpu(ctx: RunContext) -> bool:
-    return ctx.lane.backend == "cuda" and shutil.which("nvidia-smi") is not None
+    """Device memory is measured where the driver's own tool can: NVIDIA GPUs (CUDA or Vulkan lanes)."""
+    return ctx.lane.is_accelerator and ctx.device.vendor == "NVIDIA" and shutil.which("nvidia-smi") is not None
 
 
 def after_step(ctx: RunContext, step_name: str, pids: list[int]) -> None:
@@ -280,7 +281,9 @@ def run_cleanup(ctx: RunContext, step: Step) -> tuple[int, str]:
     return CR.PASS, (f"{counts.get('processes_started', 0)} processes started, none left after any of "
                      f"{counts['steps_checked']} steps; temp dir removed"
                      + (f"; device memory {metrics['memory_after_mib']:.0f} MiB vs baseline {metrics['memory_before_mib']:.0f}"
-                        if "memory_after_mib" in metrics else ""))
+                        if "memory_after_mib" in metrics else
+                        (f"; device memory not measured (no memory probe for {ctx.device.vendor or 'this'} devices)"
+                         if ctx.lane.is_accelerator else "")))
 
 
 def problems(logs_dir: pathlib.Path) -> list[str]:

@@ -72,11 +72,15 @@ class RunnerConfig:
     cancel_bound_s: float = 5.0
     build_provenance: str = "bazel"
     gpu_index: int = 0
+    # Another accelerator lane on this host (e.g. CUDA beside Vulkan): benched in the same speed
+    # step for a side-by-side figure. Informational: no floor is applied to the ratio.
+    peer_lane_dir: pathlib.Path | None = None
+    peer_backend: str = ""
 
     def normalized(self) -> "RunnerConfig":
         """Paths made absolute (binaries run with other working directories)."""
         c = dataclasses.replace(self)
-        for name in ("lane_dir", "evidence", "spec", "model", "out_dir", "report", "cpu_lane_dir", "roofline_model"):
+        for name in ("lane_dir", "evidence", "spec", "model", "out_dir", "report", "cpu_lane_dir", "roofline_model", "peer_lane_dir"):
             value = getattr(c, name)
             if value is not None:
                 setattr(c, name, pathlib.Path(os.path.abspath(value)))

@@ -198,37 +198,93 @@ def check_rocm(ctx: RunContext, step: Step) -> rpb.DeviceClass:
                            device_name=agents[0], compute_capability=agents[0])
 
 
+VULKAN_PROBE = pathlib.Path(__file__).resolve().with_name("vulkan_probe.py")
+# PCI vendor ids the probe prints (VkPhysicalDeviceProperties.vendorID).
+_VULKAN_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD", "0x8086": "Intel", "0x13b5": "ARM", "0x5143": "Qualcomm",
+                   "0x106b": "Apple", "0x10005": "Mesa"}
+_DEVICE_TYPE_SHORT = {"PHYSICAL_DEVICE_TYPE_DISCRETE_GPU": "discrete-gpu", "PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU": "integrated-gpu",
+                      "PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU": "virtual-gpu", "PHYSICAL_DEVICE_TYPE_CPU": "cpu",
+                      "PHYSICAL_DEVICE_TYPE_OTHER": "other"}
+
+
 def parse_vulkaninfo_summary(text: str) -> list[dict[str, str]]:
-    """Devices of `vulkaninfo --summary` (GPU0:, GPU1: blocks of `key = value`)."""
+    """Devices of `vulkaninfo --summary` or of tools/runner/vulkan_probe.py (GPU<n>: blocks of `key = value`)."""
     devices: list[dict[str, str]] = []
     for line in text.splitlines():
         if re.match(r"^GPU\d+:\s*$", line.strip()):
             devices.append({})
-        elif devices and "=" in line:
+        elif devices and "=" in line and line[:1] in ("\t", " "):
             key, _, value = line.partition("=")
             devices[-1].setdefault(key.strip(), value.strip())
     return devices
 
 
+def is_software_vulkan(device: dict[str, str]) -> bool:
+    """llvmpipe/lavapipe, SwiftShader, or anything the driver itself calls a CPU device."""
+    text = (device.get("deviceName", "") + " " + device.get("driverName", "")).lower()
+    return device.get("deviceType", "").endswith("CPU") or any(s in text for s in _SOFTWARE_ICDS)
+
+
+def vulkan_device_class(device: dict[str, str], lane) -> rpb.DeviceClass:
+    vendor = _VULKAN_VENDORS.get(device.get("vendorID", "").lower(), device.get("vendorID", ""))
+    driver_info = device.get("driverInfo", "")
+    major = re.match(r"\s*(\d+)\.", driver_info)
+    return rpb.DeviceClass(
+        backend="vulkan", os=lane.os, arch=lane.arch, vendor=vendor, device_name=device.get("deviceName", ""),
+        compute_capability=_DEVICE_TYPE_SHORT.get(device.get("deviceType", ""), device.get("deviceType", "")),
+        driver_version=f"{device.get('driverName', '')} {driver_info}".strip(),
+        driver_major=major.group(1) if major else "",
+        runtime_version=f"Vulkan {device.get('apiVersion', '')}",
+    )
+
+
+def choose_vulkan_device(devices: list[dict[str, str]], index: int, allow_software: bool) -> tuple[int, dict[str, str]]:
+    """The index-th usable device (hardware only unless allow_software) and its loader index.
+
+    Unavailable names every device seen and why it was not taken."""
+    usable = [(i, d) for i, d in enumerate(devices) if allow_software or not is_software_vulkan(d)]
+    if index < len(usable):
+        return usable[index]
+    seen = "; ".join(f"GPU{i} {d.get('deviceName', '?')} ({d.get('deviceType', '?')}, driver {d.get('driverName', '?')})"
+                     for i, d in enumerate(devices)) or "none"
+    if not usable and devices:
+        raise Unavailable(f"the Vulkan loader lists only software devices ({seen}): software ICDs never certify; "
+                          "--allow_software_icd runs them as a non-recordable diagnostic")
+    raise Unavailable(f"no hardware Vulkan device #{index} (the loader lists: {seen}); install the GPU's Vulkan "
+                      "driver, or point VK_DRIVER_FILES at its ICD manifest")
+
+
 def check_vulkan(ctx: RunContext, step: Step) -> rpb.DeviceClass:
-    devices = parse_vulkaninfo_summary(_tool_output(step, ["vulkaninfo", "--summary"]))
-    hardware = []
-    for d in devices:
-        software = d.get("deviceType", "").endswith("CPU") or any(
-            s in (d.get("deviceName", "") + d.get("driverName", "")).lower() for s in _SOFTWARE_ICDS)
-        if not software:
-            hardware.append(d)
-        elif ctx.config.allow_software_icd:
-            hardware.append(d)
-            ctx.non_recordable.append(f"--allow_software_icd: software Vulkan ICD {d.get('deviceName')} (diagnostic only)")
-    if not hardware:
-        raise Unavailable("vulkaninfo shows no hardware Vulkan device (software ICDs never certify; "
-                          "--allow_software_icd runs them as a non-recordable diagnostic)")
-    d = hardware[0]
-    return rpb.DeviceClass(backend="vulkan", os=ctx.lane.os, arch=ctx.lane.arch,
-                           vendor=d.get("vendorID", ""), device_name=d.get("deviceName", ""),
-                           compute_capability=d.get("deviceType", ""), driver_version=d.get("driverInfo", ""),
-                           runtime_version=d.get("apiVersion", ""))
+    """The loader's own device list (tools/runner/vulkan_probe.py through the Vulkan API), not ggml's."""
+    import sys
+    cfg = ctx.config
+    res = step.run([sys.executable, str(VULKAN_PROBE)], 120)
+    if res.exit_code != 0:
+        raise Unavailable(f"the Vulkan probe found no usable loader/instance: {res.output.strip()[-300:]}")
+    devices = parse_vulkaninfo_summary(res.output)
+    index, device = choose_vulkan_device(devices, cfg.gpu_index, cfg.allow_software_icd)
+    if is_software_vulkan(device):
+        ctx.non_recordable.append(f"--allow_software_icd: software Vulkan device {device.get('deviceName')} "
+                                  f"(driver {device.get('driverName')}): a diagnostic run, never recordable")
+    # ggml-vulkan uses exactly this device (it would skip a CPU-type one unless named here).
+    os.environ["GGML_VK_VISIBLE_DEVICES"] = str(index)
+    step.log(f"# lanes-config gpu_index={cfg.gpu_index}")
+    step.log(f"# lanes-config vulkan_device_index={index}")
+    step.log(f"# lanes-config allow_software_icd={cfg.allow_software_icd}")
+    step.log(f"python {platform.python_version()}; LD_LIBRARY_PATH={os.environ.get('LD_LIBRARY_PATH', '')}; "
+             f"GGML_VK_VISIBLE_DEVICES={index}")
+    step.result.metrics["vulkan_device_count"] = len(devices)
+    lib = cfg.lane_dir / "lib" / "libggml-vulkan.so.0"
+    if not lib.is_file():
+        raise Failed(f"missing artifact {lib}: not a Vulkan lane build")
+    dc = vulkan_device_class(device, ctx.lane)
+    # On NVIDIA hardware the driver's own tool gives the device memory baseline cleanup compares with.
+    if dc.vendor == "NVIDIA" and shutil.which("nvidia-smi"):
+        rows = parse_nvidia_smi_query(_tool_output(step, NVIDIA_QUERY))
+        match = [r for r in rows if r["name"] == dc.device_name] or rows
+        if match:
+            ctx.memory_before_mib = parse_mib(match[0]["memory_used"])
+    return dc
 
 
 def check_metal(ctx: RunContext, step: Step) -> rpb.DeviceClass:
@@ -332,6 +388,9 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
         metrics["leftover_memory_used_before_reap_mib"] = parse_mib(parse_nvidia_smi_query(queries[0].output)[gpu_index]["memory_used"])
     if re.search(r"^leftover: previous run ", text, re.MULTILINE):
         counts["leftover_processes_killed"] = len(re.findall(r"^leftover: killed pid \d+ ", text, re.MULTILINE))
+    probes = [c for c in log_blocks.commands(text) if c.argv[-1:] and c.argv[-1].endswith("vulkan_probe.py") and c.exit_code == 0]
+    if probes and "lanes-config vulkan_device_index=" in text:  # check_vulkan got as far as its figures
+        metrics["vulkan_device_count"] = len(parse_vulkaninfo_summary(probes[-1].output))
     if "runtime libraries resolved for" in text and queries:  # check_cuda got as far as its figures
         rows = parse_nvidia_smi_query(queries[-1].output)
         metrics["gpu_count"] = len(rows)

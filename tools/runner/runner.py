@@ -282,6 +282,9 @@ def define_flags() -> None:
                        "over the CPU lane on --roofline_model (policy speed.roofline_speedup_tg raises it; lower = non-recordable).")
     flags.DEFINE_float("memory_tolerance_mib", 64.0, "cleanup: allowed GPU memory growth, MiB.")
     flags.DEFINE_integer("gpu_index", 0, "GPU (nvidia-smi index) the run is about.")
+    flags.DEFINE_string("peer_lane_dir", "", "Accelerator lanes: another accelerator lane on this host (e.g. the CUDA lane "
+                        "when certifying Vulkan), benched side by side in the speed step (informational).")
+    flags.DEFINE_string("peer_backend", "", "--peer_lane_dir's backend (cuda, vulkan, ...).")
     flags.DEFINE_string("build_provenance", "bazel", 'How the artifacts came to be: "bazel" or "rebuild-from-lane-spec on <host>".')
     flags.mark_flags_as_required(["lane", "lane_dir", "spec", "out_dir", "report"])
 
@@ -300,7 +303,8 @@ def config_from_flags() -> RunnerConfig:
         bench_reps=FLAGS.bench_reps, roofline_model=path(FLAGS.roofline_model), hbm_bandwidth_gbs=FLAGS.hbm_bandwidth_gbs,
         memory_tolerance_mib=FLAGS.memory_tolerance_mib, gpu_index=FLAGS.gpu_index,
         build_provenance=FLAGS.build_provenance, min_speedup_pp=FLAGS.min_speedup_pp,
-        min_speedup_roofline_tg=FLAGS.min_speedup_roofline_tg,
+        min_speedup_roofline_tg=FLAGS.min_speedup_roofline_tg, peer_lane_dir=path(FLAGS.peer_lane_dir),
+        peer_backend=FLAGS.peer_backend,
     )
     if FLAGS.threads:
         cfg.threads = FLAGS.threads

@@ -60,6 +60,7 @@ MEMBW_SOURCE = pathlib.Path(__file__).resolve().parent / "cuda" / "membw.cu"
 
 # Bench labels -> raw files speed.<label>.json / speed.<label>.log.
 LANE, CPU_LANE, ROOFLINE_LANE, ROOFLINE_CPU_LANE = "lane", "cpu_lane", "roofline_lane", "roofline_cpu_lane"
+PEER_LANE, ROOFLINE_PEER_LANE = "peer_lane", "roofline_peer_lane"
 
 
 def parse_bench_tests(text: str) -> list[dict]:
@@ -217,12 +218,14 @@ def _nvcc() -> str | None:
 def measure_bandwidth(ctx: RunContext, step: Step) -> str | None:
     """Compiles and runs membw.cu (CUDA lanes); returns a problem or None. Output: speed.membw.*."""
     log, out = ctx.logs_dir / "speed.membw.log", ctx.logs_dir / "speed.membw.json"
-    if ctx.lane.backend != "cuda":
-        return f"no bandwidth probe for backend {ctx.lane.backend}"
+    # The probe measures the physical device's memory through CUDA: CUDA lanes, and Vulkan lanes
+    # whose device is an NVIDIA GPU (the same HBM, whichever API reads it).
+    if not (ctx.lane.backend == "cuda" or (ctx.lane.backend == "vulkan" and ctx.device.vendor == "NVIDIA")):
+        return f"no bandwidth probe for backend {ctx.lane.backend} on {ctx.device.vendor or 'this'} devices"
     nvcc = _nvcc()
     if nvcc is None:
         return "nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): cannot compile the bandwidth probe"
-    arch = "sm_" + ctx.device.compute_capability.replace(".", "")
+    arch = "sm_" + ctx.device.compute_capability.replace(".", "") if ctx.lane.backend == "cuda" else "native"
     binary = ctx.scratch_dir / "membw"
     code = _run_to_files(ctx, step, [nvcc, "-O2", f"-arch={arch}", "-o", binary, MEMBW_SOURCE], log, log, 600)
     if code != 0:
@@ -296,6 +299,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
             problems.append(f"pp x{sp if sp is not None else 'absent'} vs the CPU lane, below the relative floor x{m['floor_speedup_pp']:g}")
         summary += f", x{m.get('speedup_pp', 0):.2f} pp / x{m.get('speedup_tg', 0):.2f} tg vs CPU lane"
         summary = _roofline(logs_dir, cfg, backend, m, counts, problems, summary)
+        summary = _peer(logs_dir, cfg, m, problems, summary)
     for k, v in m.items():
         if not math.isfinite(v):
             problems.append(f"{k} is {v}")
@@ -350,6 +354,32 @@ def _roofline(logs_dir, cfg, backend, m, counts, problems, summary) -> str:
     return summary
 
 
+def _peer(logs_dir, cfg, m, problems, summary) -> str:
+    """Side by side with another accelerator lane on this host (same model, same bench sizes)."""
+    peer_backend = cfg.get("peer_backend", "")
+    if not peer_backend:
+        return summary
+    parts = []
+    for label, prefix, key_pairs in ((PEER_LANE, "peer_lane_", (("pp_tokens_per_s", "pp"), ("tg_tokens_per_s", "tg"))),
+                                     (ROOFLINE_PEER_LANE, "roofline_peer_lane_", (("tg_tokens_per_s", "tg"),))):
+        tests, _ = _load(logs_dir, label)
+        if not tests:
+            problems.append(f"no llama-bench JSON for the {peer_backend} peer lane ({label})")
+            continue
+        problems.extend(f"{peer_backend} peer lane bench: {p}" for p in backend_problems(tests, peer_backend, True))
+        fig = bench_figures(tests)
+        for key, short in key_pairs:
+            if key in fig:
+                m[prefix + key] = fig[key]
+                own = m.get(key if label == PEER_LANE else "roofline_" + key)
+                if own is not None and fig[key] > 0:
+                    m[f"{prefix}ratio_{short}"] = own / fig[key]
+                    parts.append(f"{short}{' (roofline model)' if label != PEER_LANE else ''} x{own / fig[key]:.2f}")
+    if parts:
+        summary += f"; vs the {peer_backend} lane on this host: " + ", ".join(parts)
+    return summary
+
+
 def fnum_cfg(cfg: dict[str, str], key: str) -> float:
     try:
         return float(cfg.get(key, "0") or 0)
@@ -398,6 +428,13 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
                 problem = measure_bandwidth(ctx, step)
                 if problem:
                     failures.append(problem)
+        if cfg.peer_lane_dir is not None:
+            step.log(f"# lanes-config peer_backend={cfg.peer_backend}")
+            if _bench(ctx, step, PEER_LANE, bench_command(ctx, cfg.peer_lane_dir, True)) != 0:
+                failures.append(f"llama-bench on the {cfg.peer_backend} peer lane failed")
+            if cfg.roofline_model is not None and _bench(
+                    ctx, step, ROOFLINE_PEER_LANE, bench_command(ctx, cfg.peer_lane_dir, True, cfg.roofline_model, (0, 128, 3))) != 0:
+                failures.append(f"roofline llama-bench on the {cfg.peer_backend} peer lane failed")
     counts, metrics, problems, summary = evaluate(ctx.logs_dir)
     step.result.counts.update(counts)
     step.result.metrics.update(metrics)

@@ -1,0 +1,291 @@
+"""A mixed-backend route run for real, and measured against each of its lanes alone and the CPU lane.
+
+llama.cpp's RPC backend is the mechanism: one `ggml-rpc-server` per lane (a node of the route),
+each on its lane's device, and a client that splits the model's layers across them (`-rpc`,
+`-dev RPC0,RPC1`, `-ts 1,1`). On identical token sequences (a fixed prompt set) the route's full
+logits are compared with each lane alone and with the CPU lane (max |delta logit|, mean KL, top-1
+agreement on decisive positions), and greedy continuations are compared too.
+
+Everything lands in <out_dir>: logs/compat.log (every command as a `$` block with its output and
+exit), logs/rpc.<lane>.log (each server's own output: protocol version, devices, connections),
+logs/greedy.<who>.<i>.txt (each continuation), logs/logits.npz (every logits array compared) and
+compat_report.json: the figures, which recompute(out_dir) re-derives from those raw files alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import pathlib
+import re
+import socket
+import subprocess
+import time
+
+import numpy as np
+
+from tools.evidence import build_evidence
+from tools.model import reference_forward
+from tools.runner import log_blocks
+from tools.runner.reference_parity import TIE_MARGIN, compare
+from tools.runner.steps import ProcessTracker, Step
+
+SCHEMA_VERSION = 1
+REPORT_FILE = "compat_report.json"
+LOGITS_FILE = "logits.npz"
+# Identical token sequences for every party: fixed prompts, tokenized by each binary the same way
+# (same vocab); the token ids are compared too.
+PROMPTS = (
+    "The quick brown fox jumps over the lazy dog. Once upon a time",
+    "In the beginning the Universe was created. This has made a lot of people very angry",
+    "It was the best of times, it was the worst of times, it was the age of wisdom",
+    "Call me Ishmael. Some years ago, never mind how long precisely, having little money",
+)
+N_PREDICT = 16
+SEED = 42
+_RPC_VERSION = re.compile(r"Starting RPC server v(\d+\.\d+\.\d+)")
+_RPC_BUFFER = re.compile(r"load_tensors: +(RPC\d+)\[([^\]]+)\] model buffer size = +([0-9.]+) MiB")
+_BACKEND0 = {"cuda": "CUDA0", "vulkan": "Vulkan0", "rocm": "ROCm0", "metal": "MTL0", "cpu": "CPU"}
+
+
+class RouteError(Exception):
+    """The route could not be run or measured; the message says which part and where its log is."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RouteLane:
+    lane_id: str
+    backend: str
+    lane_dir: pathlib.Path
+    evidence: pathlib.Path
+    device: str = ""  # ggml device name for its rpc-server (default: <Backend>0)
+    report: pathlib.Path | None = None  # the lane's certification run on this host, if any
+
+    @property
+    def alias(self) -> str:
+        return self.lane_id.rsplit("-", 1)[-1]
+
+    @property
+    def server_device(self) -> str:
+        return self.device or _BACKEND0[self.backend]
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerances:
+    max_abs_delta_logit: float = 0.05
+    max_mean_kl: float = 1e-4
+    min_top1_agreement: float = 1.0  # on decisive positions (reference margin > TIE_MARGIN)
+    min_greedy_agreement: float = 1.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def logits_argv(binary: pathlib.Path, model: pathlib.Path, prompt: str, out: pathlib.Path, threads: int,
+                route: list[str] | None = None) -> list[str]:
+    # F32 everywhere we can choose it: flash attention off and an F32 KV cache, as reference parity.
+    argv = [str(binary), "-m", str(model), "-p", prompt, "-o", str(out), "-t", str(threads),
+            "-fa", "off", "-ctk", "f32", "-ctv", "f32"]
+    return argv + (route or [])
+
+
+def greedy_argv(binary: pathlib.Path, model: pathlib.Path, prompt: str, threads: int,
+                route: list[str] | None = None) -> list[str]:
+    return [str(binary), "-m", str(model), "-p", prompt, "-n", str(N_PREDICT), "--temp", "0", "-s", str(SEED),
+            "--ignore-eos", "-no-cnv", "-t", str(threads), "-fa", "off", "-ctk", "f32", "-ctv", "f32",
+            "--no-display-prompt", *(route or [])]
+
+
+def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, model: pathlib.Path,
+            out_dir: pathlib.Path, tolerances: Tolerances, threads: int, timeout_s: float = 300) -> dict:
+    """Runs the route and every comparison; writes the raw files and compat_report.json; returns it."""
+    if len(lanes) < 2 or len({lane.backend for lane in lanes}) < 2:
+        raise RouteError("a mixed route needs two or more lanes of different backends")
+    by_id = {lane.lane_id: lane for lane in lanes}
+    if client not in by_id:
+        raise RouteError(f"--client {client} is not one of the route's lanes {sorted(by_id)}")
+    logs = out_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    tracker = ProcessTracker()
+    step = Step("compat", logs, tracker)
+    step.log(f"# lanes-config tie_margin={TIE_MARGIN!r}")
+    for key, value in dataclasses.asdict(tolerances).items():
+        step.log(f"# lanes-config tol_{key}={value!r}")
+    servers: list[tuple[RouteLane, int, subprocess.Popen, pathlib.Path]] = []
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        for lane in lanes:
+            port = _free_port()
+            log_path = logs / f"rpc.{lane.alias}.log"
+            argv = [str(lane.lane_dir / "bin" / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port),
+                    "-d", lane.server_device]
+            step.log(f"$ {' '.join(argv)}  (log: {log_path.name})")
+            with open(log_path, "w") as f:
+                proc = tracker.popen(argv, stdout=f, stderr=subprocess.STDOUT)
+            if not _wait_listening(port, proc, 60):
+                raise RouteError(f"rpc-server of {lane.lane_id} did not listen on 127.0.0.1:{port} (see {log_path})")
+            servers.append((lane, port, proc, log_path))
+        endpoints = ",".join(f"127.0.0.1:{port}" for _, port, _, _ in servers)
+        route_args = ["-ngl", "99", "-rpc", endpoints, "-dev", ",".join(f"RPC{i}" for i in range(len(servers))),
+                      "-ts", ",".join("1" for _ in servers)]
+        greedy_route = ["-ngl", "99", "--rpc", endpoints, "--device", ",".join(f"RPC{i}" for i in range(len(servers))),
+                        "-ts", ",".join("1" for _ in servers)]
+        step.log(f"# lanes-config endpoints={endpoints}")
+        client_lane = by_id[client]
+        parties = [("route", client_lane.lane_dir, route_args, greedy_route)]
+        parties += [(lane.alias, lane.lane_dir, ["-ngl", "99"], ["-ngl", "99"]) for lane in lanes]
+        parties += [("cpu", cpu_lane_dir, [], [])]
+        for who, lane_dir, args, gargs in parties:
+            for i, prompt in enumerate(PROMPTS):
+                out = logs / f"logits.{who}.{i}.bin"
+                res = step.run(logits_argv(lane_dir / "bin" / "llama-logits", model, prompt, out, threads, args), timeout_s)
+                if res.exit_code != 0 or not out.is_file():
+                    raise RouteError(f"llama-logits for {who}, prompt {i}, exited {res.exit_code} (see {step.log_path})")
+                tokens, values = reference_forward.read_logits_file(out)
+                arrays[f"{who}.{i}.tokens"], arrays[f"{who}.{i}.logits"] = np.asarray(tokens), np.asarray(values)
+                out.unlink()
+                text = logs / f"greedy.{who}.{i}.txt"
+                step.log(f"$ {' '.join(greedy_argv(lane_dir / 'bin' / 'llama-completion', model, prompt, threads, gargs))}"
+                         f"  (stdout: {text.name})")
+                res = subprocess.run(greedy_argv(lane_dir / "bin" / "llama-completion", model, prompt, threads, gargs),
+                                     capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+                text.write_bytes(res.stdout)
+                step.log(res.stderr.decode(errors="replace"))
+                step.log(f"# exit {res.returncode} after 0s")
+                if res.returncode != 0:
+                    raise RouteError(f"llama-completion for {who}, prompt {i}, exited {res.returncode} (see {step.log_path})")
+    finally:
+        tracker.stop_all(grace_s=2.0)
+        with open(logs / LOGITS_FILE, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        step.finish(0, "measured")
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "lanes": [{"lane_id": lane.lane_id, "backend": lane.backend, "server_device": lane.server_device,
+                   "build_evidence_digest": build_evidence.evidence_digest(lane.evidence),
+                   "certification_report_digest": _digest(lane.report) if lane.report else "",
+                   "device_class": _device_class(lane.report)} for lane in lanes],
+        "client_lane": client,
+        "cpu_lane_build_evidence_digest": _evidence_digest_beside(cpu_lane_dir),
+        "model_sha256": _digest(model).removeprefix("sha256:"),
+        "prompts": list(PROMPTS),
+        "network": {"endpoints": endpoints.split(","), "loopback": True,
+                    "path": "client and every rpc-server on one host, TCP over 127.0.0.1"},
+    }
+    report.update(recompute(out_dir))
+    report["log_digests"] = {p.name: _digest(p) for p in sorted(logs.iterdir()) if p.is_file()}
+    (out_dir / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    return report
+
+
+def _digest(path: pathlib.Path) -> str:
+    return "sha256:" + hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+def _evidence_digest_beside(lane_dir: pathlib.Path) -> str:
+    ev = lane_dir.parent / f"{lane_dir.name}.evidence.pb"
+    return build_evidence.evidence_digest(ev) if ev.is_file() else ""
+
+
+def _device_class(report: pathlib.Path | None) -> dict:
+    if report is None:
+        return {}
+    from google.protobuf import json_format
+
+    from proto import runner_report_pb2 as rpb
+    rep = rpb.RunnerReport()
+    rep.ParseFromString(pathlib.Path(report).read_bytes())
+    return json_format.MessageToDict(rep.device_class)
+
+
+def recompute(out_dir: pathlib.Path) -> dict:
+    """Every figure, from logs/logits.npz, logs/greedy.*.txt, logs/rpc.*.log and compat.log only."""
+    logs = pathlib.Path(out_dir) / "logs"
+    text = log_blocks.read(logs / "compat.log")
+    cfg = log_blocks.config_values(text)
+    tol = {k.removeprefix("tol_"): float(v) for k, v in cfg.items() if k.startswith("tol_")}
+    tie = float(cfg.get("tie_margin", TIE_MARGIN))
+    problems: list[str] = []
+    versions = sorted({m.group(1) for p in logs.glob("rpc.*.log") for m in _RPC_VERSION.finditer(log_blocks.read(p))})
+    if len(versions) != 1:
+        problems.append(f"rpc-servers report protocol versions {versions or 'none'}: need exactly one")
+    # The route really split its layers: every RPC device got model weights, in every route run.
+    split_runs = []
+    for cmd in log_blocks.commands(text):
+        if "-rpc" in cmd.argv:  # llama-logits route runs (llama.cpp's own log lists every weight buffer)
+            devices = {m.group(1) for m in _RPC_BUFFER.finditer(cmd.output)}
+            split_runs.append(sorted(devices))
+    n_servers = len(list(logs.glob("rpc.*.log")))
+    unsplit = [d for d in split_runs if len(d) < n_servers]
+    if not split_runs or unsplit:
+        problems.append(f"route runs whose weights were not on every RPC device: {len(unsplit)} of {len(split_runs)}")
+    comparisons: dict[str, dict] = {}
+    with np.load(logs / LOGITS_FILE, allow_pickle=False) as z:
+        keys = set(z.files)
+        parties = sorted({k.split(".")[0] for k in keys} - {"route"})
+        n_prompts = len({k.split(".")[1] for k in keys if k.startswith("route.")})
+        for who in parties:
+            ref_rows, got_rows, tokens_equal = [], [], True
+            for i in range(n_prompts):
+                if f"{who}.{i}.logits" not in keys:
+                    problems.append(f"no logits for {who}, prompt {i}")
+                    continue
+                tokens_equal &= bool(np.array_equal(z[f"{who}.{i}.tokens"], z[f"route.{i}.tokens"]))
+                ref_rows.append(z[f"{who}.{i}.logits"])
+                got_rows.append(z[f"route.{i}.logits"])
+            if not ref_rows:
+                continue
+            counts, metrics = compare(np.concatenate(ref_rows), np.concatenate(got_rows), tie)
+            greedy_same = sum((logs / f"greedy.{who}.{i}.txt").is_file() and
+                              (logs / f"greedy.{who}.{i}.txt").read_bytes() == (logs / f"greedy.route.{i}.txt").read_bytes()
+                              and (logs / f"greedy.route.{i}.txt").stat().st_size > 0 for i in range(n_prompts))
+            comparisons[who] = {**counts, **metrics, "tokens_identical": tokens_equal,
+                                "greedy_agreement": greedy_same / n_prompts if n_prompts else math.nan,
+                                "greedy_prompts": n_prompts}
+            if not tokens_equal:
+                problems.append(f"route vs {who}: different token sequences")
+            problems += [f"route vs {who}: {p}" for p in _judge(comparisons[who], tol)]
+    worst = {
+        "max_abs_delta_logit": max((c.get("max_abs_delta_logit", math.inf) for c in comparisons.values()), default=math.inf),
+        "mean_kl": max((c.get("mean_kl", math.inf) for c in comparisons.values()), default=math.inf),
+        "top1_agreement": min((c.get("top1_agreement_decisive", -1.0) for c in comparisons.values()), default=-1.0),
+        "greedy_agreement": min((c.get("greedy_agreement", -1.0) for c in comparisons.values()), default=-1.0),
+    }
+    return {"rpc_protocol_version": versions[0] if len(versions) == 1 else "", "comparisons": comparisons,
+            "worst": worst, "tolerances": tol, "problems": problems, "compatible": not problems}
+
+
+def _judge(c: dict, tol: dict) -> list[str]:
+    out = []
+    if c.get("nonfinite_lane") or c.get("nonfinite_reference"):
+        return ["non-finite logits"]
+    if c.get("n_decisive", 0) == 0:
+        out.append("no decisive position: top-1 agreement would prove nothing")
+    # `not (x <= limit)` also fails NaN or a missing figure.
+    if not c.get("max_abs_delta_logit", math.nan) <= tol.get("max_abs_delta_logit", 0.0):
+        out.append(f"max |delta logit| {c.get('max_abs_delta_logit')} > {tol.get('max_abs_delta_logit')}")
+    if not c.get("mean_kl", math.nan) <= tol.get("max_mean_kl", 0.0):
+        out.append(f"mean KL {c.get('mean_kl')} > {tol.get('max_mean_kl')}")
+    if not c.get("top1_agreement_decisive", math.nan) >= tol.get("min_top1_agreement", 1.0):
+        out.append(f"top-1 agreement {c.get('top1_agreement_decisive')} < {tol.get('min_top1_agreement')}")
+    if not c.get("greedy_agreement", math.nan) >= tol.get("min_greedy_agreement", 1.0):
+        out.append(f"greedy agreement {c.get('greedy_agreement')} < {tol.get('min_greedy_agreement')}")
+    return out

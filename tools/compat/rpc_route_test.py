@@ -1,0 +1,85 @@
+"""recompute() of a mixed-route measurement: every figure from the raw files, every way it can fail."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from tools.compat import rpc_route
+
+PARTIES = ("route", "cuda", "vulkan", "cpu")
+
+
+def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str, ...] = ("RPC0", "RPC1"),
+               versions: tuple[str, ...] = ("3.0.0", "3.0.0"), greedy_route: str = "the same words") -> pathlib.Path:
+    logs = out / "logs"
+    logs.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    arrays = {}
+    lines = ["# lanes-config tie_margin=0.1", "# lanes-config tol_max_abs_delta_logit=0.05",
+             "# lanes-config tol_max_mean_kl=0.0001", "# lanes-config tol_min_top1_agreement=1.0",
+             "# lanes-config tol_min_greedy_agreement=1.0"]
+    for i in range(2):
+        base = rng.normal(size=(5, 40)).astype(np.float32)
+        base[:, 0] += 5.0  # decisive top-1 everywhere
+        tokens = np.arange(5, dtype=np.int32) + i
+        for who in PARTIES:
+            noise = route_noise if who == "route" else 0.0
+            arrays[f"{who}.{i}.tokens"] = tokens
+            arrays[f"{who}.{i}.logits"] = base + noise * rng.normal(size=base.shape).astype(np.float32)
+            (logs / f"greedy.{who}.{i}.txt").write_text(greedy_route if who == "route" else "the same words")
+        lines.append(f"$ /lanes/cuda/bin/llama-logits -m m.gguf -p p{i} -o x -ngl 99 -rpc 127.0.0.1:1,127.0.0.1:2 -dev RPC0,RPC1")
+        lines += [f"load_tensors:   {d}[127.0.0.1:{n + 1}] model buffer size =     2.00 MiB" for n, d in enumerate(split)]
+        lines.append("# exit 0 after 0.50s")
+    (logs / "compat.log").write_text("\n".join(lines) + "\n")
+    for alias, version in zip(("cuda", "vulkan"), versions):
+        (logs / f"rpc.{alias}.log").write_text(f"Starting RPC server v{version}\n  endpoint : 127.0.0.1:1\n")
+    with open(logs / rpc_route.LOGITS_FILE, "wb") as f:
+        np.savez_compressed(f, **arrays)
+    return out
+
+
+def test_identical_route_is_compatible(tmp_path):
+    result = rpc_route.recompute(_write_run(tmp_path))
+    assert result["compatible"], result["problems"]
+    assert result["rpc_protocol_version"] == "3.0.0"
+    assert set(result["comparisons"]) == {"cuda", "vulkan", "cpu"}
+    assert result["comparisons"]["cpu"]["greedy_agreement"] == 1.0
+    assert result["worst"]["max_abs_delta_logit"] == 0.0
+
+
+def test_diverging_logits_are_refused(tmp_path):
+    result = rpc_route.recompute(_write_run(tmp_path, route_noise=0.5))
+    assert not result["compatible"]
+    assert any("max |delta logit|" in p for p in result["problems"])
+
+
+def test_route_that_did_not_split_is_refused(tmp_path):
+    result = rpc_route.recompute(_write_run(tmp_path, split=("RPC0",)))
+    assert not result["compatible"]
+    assert any("not on every RPC device: 2 of 2" in p for p in result["problems"])
+
+
+def test_servers_of_different_protocol_versions_are_refused(tmp_path):
+    result = rpc_route.recompute(_write_run(tmp_path, versions=("3.0.0", "2.0.0")))
+    assert any("protocol versions" in p for p in result["problems"])
+
+
+def test_greedy_divergence_is_refused(tmp_path):
+    result = rpc_route.recompute(_write_run(tmp_path, greedy_route="other words"))
+    assert result["comparisons"]["cuda"]["greedy_agreement"] == 0.0
+    assert any("greedy agreement" in p for p in result["problems"])
+
+
+def test_a_route_needs_two_backends(tmp_path):
+    lane = rpc_route.RouteLane("linux-x86_64-cuda", "cuda", tmp_path, tmp_path / "e.pb")
+    with pytest.raises(rpc_route.RouteError, match="different backends"):
+        rpc_route.measure([lane, lane], "linux-x86_64-cuda", tmp_path, tmp_path / "m.gguf", tmp_path / "out",
+                          rpc_route.Tolerances(), threads=1)
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

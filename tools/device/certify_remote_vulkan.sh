@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs the Vulkan lane's certification and the CUDA+Vulkan mixed-route measurement on a GPU host
+# that has no Bazel (e.g. the lent H200), right after certify_remote_cuda.sh on the same machine.
+#
+#   usage: certify_remote_vulkan.sh CARRY_DIR VULKAN_CARRY_DIR OUT_DIR
+# CARRY_DIR is what certify_remote_cuda.sh used (CUDA and CPU lanes, spec, protos, wheels, vocab);
+# VULKAN_CARRY_DIR (tools/device/pack_vulkan.sh) holds the Vulkan lane and the pinned Vulkan loader
+# (libvulkan1 .deb, unpacked into a private directory, never over /). The host's own Vulkan ICD is
+# used: its manifest is searched for in the usual directories and the NVIDIA driver's, and the
+# runner's preflight records which manifest and loader were used. Signing happens back on the
+# issuer's machine: the private key never travels.
+set -euo pipefail
+carry=$(cd "$1" && pwd); vcarry=$(cd "$2" && pwd); out=$3
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d /tmp/lanes-remote-vk.XXXXXX)
+mkdir -p "$out"
+
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$carry"/wheels/*.whl
+export PYTHONPATH="$work/site:$carry/py:$repo"
+
+mkdir -p "$work/lanes" "$work/models" "$work/vkroot"
+tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes"
+tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
+tar -xJf "$vcarry/vulkan_lane.tar.xz" -C "$work/lanes"
+for deb in "$vcarry"/debs/*.deb; do dpkg-deb -x "$deb" "$work/vkroot"; done
+loader_dir="$work/vkroot/usr/lib/x86_64-linux-gnu"
+test -e "$loader_dir/libvulkan.so.1"
+
+# The GPU driver's ICD manifest: the standard loader directories first, then the driver's own.
+icd=""
+for d in /etc/vulkan/icd.d /usr/share/vulkan/icd.d /usr/local/share/vulkan/icd.d /usr/local/nvidia/share/vulkan/icd.d \
+         /usr/local/nvidia/icd.d /usr/lib/x86_64-linux-gnu/nvidia; do
+  for f in "$d"/nvidia_icd*.json; do [ -f "$f" ] && { icd=$f; break 2; }; done
+done
+[ -n "$icd" ] || icd=$(find /usr /etc /opt -name 'nvidia_icd*.json' 2>/dev/null | head -1 || true)
+if [ -z "$icd" ]; then echo "no NVIDIA Vulkan ICD manifest found on this host" >&2; exit 2; fi
+echo "Vulkan ICD manifest: $icd"; cat "$icd"
+export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
+export LD_LIBRARY_PATH="$loader_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
+if ldd "$work/lanes/cuda/lib/libggml-cuda.so.0" | grep -q "not found"; then
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:${CUDA_HOME:-/usr/local/cuda}/lib64"
+fi
+
+python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/tiny_llama_f32.gguf"
+echo "$(cat "$carry/tiny_llama_f32.sha256")  $work/models/tiny_llama_f32.gguf" | sha256sum -c -
+python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/roofline_f16.gguf" \
+  --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
+
+set +e
+python3 -m tools.runner.runner --lane=linux-x86_64-vulkan \
+  --lane_dir="$work/lanes/vulkan" --evidence="$work/lanes/vulkan.evidence.pb" \
+  --cpu_lane_dir="$work/lanes/cpu" --peer_lane_dir="$work/lanes/cuda" --peer_backend=cuda --spec="$carry/spec.json" \
+  --model="$work/models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf \
+  --roofline_model="$work/models/roofline_f16.gguf" --policy="$repo/evidence/policy.json" \
+  --out_dir="$work/run" --report="$work/run/runner_report.pb" 2>&1 | tee "$out/runner.txt"
+status=${PIPESTATUS[0]}
+tar -cJf "$out/run.tar.xz" -C "$work" run
+
+# The mixed route: one rpc-server per lane (CUDA and Vulkan), the CUDA lane's client splitting the
+# layers across them, compared with each lane alone and the CPU lane. With two GPUs the servers sit
+# on different GPUs (CUDA0, Vulkan1), else both on the one GPU.
+vk_dev=Vulkan0; [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && vk_dev=Vulkan1
+cuda_report=""; [ -f /tmp/lanes-stash/cuda-run/runner_report.pb ] && cuda_report=/tmp/lanes-stash/cuda-run/runner_report.pb
+unset GGML_VK_VISIBLE_DEVICES
+python3 -m tools.compat.rpc_route_cli \
+  --lane="linux-x86_64-cuda:$work/lanes/cuda:CUDA0:$cuda_report" \
+  --lane="linux-x86_64-vulkan:$work/lanes/vulkan:$vk_dev:$work/run/runner_report.pb" \
+  --client=linux-x86_64-cuda --cpu_lane_dir="$work/lanes/cpu" --model="$work/models/tiny_llama_f32.gguf" \
+  --spec="$carry/spec.json" --out_dir="$work/compat" 2>&1 | tee "$out/compat.txt"
+compat_status=${PIPESTATUS[0]}
+set -e
+[ -n "$cuda_report" ] && cp /tmp/lanes-stash/cuda-run/runner_report.pb "$work/compat/cuda_runner_report.pb"
+tar -cJf "$out/compat.tar.xz" -C "$work" compat
+echo "runner exit status $status; compat exit status $compat_status"
+exit $(( status != 0 || compat_status != 0 ))
