@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 import numpy as np
 import pytest
 
-from tools.compat import rpc_route
+from tools.compat import compat_record, rpc_route
 
 PARTIES = ("route", "cuda", "vulkan", "cpu")
 
@@ -78,6 +79,60 @@ def test_a_route_needs_two_backends(tmp_path):
     with pytest.raises(rpc_route.RouteError, match="different backends"):
         rpc_route.measure([lane, lane], "linux-x86_64-cuda", tmp_path, tmp_path / "m.gguf", tmp_path / "out",
                           rpc_route.Tolerances(), threads=1)
+
+
+def _measured(tmp_path, **kw) -> pathlib.Path:
+    out = _write_run(tmp_path / "m", **kw)
+    report = {"lanes": [{"lane_id": "linux-x86_64-cuda", "backend": "cuda", "server_device": "CUDA0",
+                         "build_evidence_digest": "sha256:" + "1" * 64, "certification_report_digest": "sha256:" + "a" * 64,
+                         "device_class": {"backend": "cuda", "deviceName": "NVIDIA H200"}},
+                        {"lane_id": "linux-x86_64-vulkan", "backend": "vulkan", "server_device": "Vulkan0",
+                         "build_evidence_digest": "sha256:" + "2" * 64, "certification_report_digest": "sha256:" + "b" * 64,
+                         "device_class": {"backend": "vulkan", "deviceName": "NVIDIA H200"}}],
+              "model_sha256": "c" * 64, "prompts": ["p0", "p1"],
+              "network": {"endpoints": ["127.0.0.1:1", "127.0.0.1:2"], "loopback": True}}
+    report.update(rpc_route.recompute(out))
+    report["log_digests"] = {p.name: compat_record._digest(p) for p in sorted((out / "logs").iterdir())}
+    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
+    return out
+
+
+IDS = {"sha256:" + "a" * 64: "rec-cuda", "sha256:" + "b" * 64: "rec-vulkan"}
+
+
+def test_record_from_a_compatible_measurement(tmp_path):
+    rec = compat_record.build(_measured(tmp_path), IDS)
+    assert list(rec.lane_ids) == ["linux-x86_64-cuda", "linux-x86_64-vulkan"]
+    assert list(rec.certification_record_ids) == ["rec-cuda", "rec-vulkan"]
+    assert rec.rpc_protocol_version == "3.0.0" and rec.loopback and rec.prompts == 2
+    assert rec.lanes[1].device_class.backend == "vulkan"
+    assert set(rec.comparisons) == {"cuda", "vulkan", "cpu"}
+
+
+def test_edited_report_is_refused(tmp_path):
+    out = _measured(tmp_path)
+    report = json.loads((out / rpc_route.REPORT_FILE).read_text())
+    report["worst"]["mean_kl"] = 0.0 if report["worst"]["mean_kl"] else 1e-9
+    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
+    with pytest.raises(compat_record.CompatibilityInputError, match="worst differs"):
+        compat_record.build(out, IDS)
+
+
+def test_changed_raw_file_is_refused(tmp_path):
+    out = _measured(tmp_path)
+    (out / "logs" / "greedy.cpu.0.txt").write_text("changed")
+    with pytest.raises(compat_record.CompatibilityInputError, match="greedy.cpu.0.txt: missing or changed"):
+        compat_record.build(out, IDS)
+
+
+def test_incompatible_measurement_is_not_recorded(tmp_path):
+    with pytest.raises(compat_record.CompatibilityInputError, match="not compatible"):
+        compat_record.build(_measured(tmp_path, route_noise=0.5), IDS)
+
+
+def test_lane_without_its_certification_record_is_refused(tmp_path):
+    with pytest.raises(compat_record.CompatibilityInputError, match="linux-x86_64-vulkan: no certification record"):
+        compat_record.build(_measured(tmp_path), {"sha256:" + "a" * 64: "rec-cuda"})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,108 @@
+"""A CompatibilityRecord (unsigned) from a mixed-route measurement (rpc_route.py's out_dir).
+
+The figures are re-derived from the raw files (recompute) and must equal compat_report.json's;
+every raw file's digest is checked against the report's. The lanes' certification record ids are
+the records whose report digest is the runner report named in the measurement (same host, same
+session), so the compatibility record is bound to exactly those certified runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import pathlib
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+
+from proto import certification_pb2
+from proto import runner_report_pb2 as rpb
+from tools.compat import rpc_route
+
+
+class CompatibilityInputError(Exception):
+    """The measurement is incomplete, inconsistent with its raw files, or not compatible."""
+
+
+def _digest(path: pathlib.Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_measurement(out_dir: pathlib.Path) -> dict:
+    path = out_dir / rpc_route.REPORT_FILE
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise CompatibilityInputError(f"{path}: not a readable measurement ({err}); run tools.compat.rpc_route_cli") from err
+    for name, digest in sorted(report.get("log_digests", {}).items()):
+        raw = out_dir / "logs" / name
+        if not raw.is_file() or _digest(raw) != digest:
+            raise CompatibilityInputError(f"{raw}: missing or changed since the measurement (digest {digest})")
+    again = rpc_route.recompute(out_dir)
+    for key in ("comparisons", "worst", "rpc_protocol_version", "problems", "compatible"):
+        if json.dumps(again[key], sort_keys=True) != json.dumps(report.get(key), sort_keys=True):
+            raise CompatibilityInputError(f"{path}: {key} differs from what its raw files give: the report was edited")
+    if not report["compatible"]:
+        raise CompatibilityInputError(f"{path}: the route is not compatible: {'; '.join(report['problems'])}")
+    return report
+
+
+def record_ids_by_report_digest(records_dir: pathlib.Path) -> dict[str, str]:
+    """{runner report digest: certification record id} of the records in a directory, read without
+    verifying them: ids only. Signing verifies; admission re-checks every record it is given."""
+    out = {}
+    for path in sorted(records_dir.glob("*.record.dsse.json")):
+        try:
+            payload = base64.b64decode(json.loads(path.read_text())["payload"])
+            rec = certification_pb2.CertificationRecord()
+            rec.ParseFromString(payload)
+        except (OSError, ValueError, KeyError, DecodeError) as err:
+            raise CompatibilityInputError(f"{path}: not a readable record envelope ({err})") from err
+        if rec.report_digest in out and out[rec.report_digest] != rec.record_id:
+            raise CompatibilityInputError(f"{path}: a second record for runner report {rec.report_digest}")
+        out[rec.report_digest] = rec.record_id
+    return out
+
+
+def build(out_dir: pathlib.Path, record_ids: dict[str, str]) -> certification_pb2.CompatibilityRecord:
+    report = load_measurement(out_dir)
+    rec = certification_pb2.CompatibilityRecord(
+        lane_ids=[lane["lane_id"] for lane in report["lanes"]],
+        model_sha256=report["model_sha256"],
+        kl_divergence=report["worst"]["mean_kl"],
+        top1_agreement=report["worst"]["top1_agreement"],
+        max_abs_delta_logit=report["worst"]["max_abs_delta_logit"],
+        greedy_agreement=report["worst"]["greedy_agreement"],
+        rpc_protocol_version=report["rpc_protocol_version"],
+        endpoints=report["network"]["endpoints"],
+        loopback=bool(report["network"]["loopback"]),
+        prompts=len(report["prompts"]),
+        measurement_digest=_digest(out_dir / rpc_route.REPORT_FILE),
+    )
+    tol = report["tolerances"]
+    rec.tolerances.CopyFrom(certification_pb2.Tolerances(
+        max_kl_divergence=tol["max_mean_kl"], min_top1_agreement=tol["min_top1_agreement"],
+        max_abs_delta_logit=tol["max_abs_delta_logit"], min_greedy_agreement=tol["min_greedy_agreement"]))
+    rec.raw_file_digests.update(report["log_digests"])
+    for who, c in sorted(report["comparisons"].items()):
+        rec.comparisons[who].CopyFrom(certification_pb2.CompatibilityComparison(
+            max_abs_delta_logit=c["max_abs_delta_logit"], mean_kl=c["mean_kl"],
+            top1_agreement_decisive=c["top1_agreement_decisive"], greedy_agreement=c["greedy_agreement"],
+            positions=c["n_tokens"], decisive_positions=c["n_decisive"]))
+    for lane in report["lanes"]:
+        entry = rec.lanes.add(lane_id=lane["lane_id"], build_evidence_digest=lane["build_evidence_digest"],
+                              server_device=lane["server_device"])
+        json_format.ParseDict(lane["device_class"], entry.device_class)
+        rid = record_ids.get(lane["certification_report_digest"], "")
+        if not rid:
+            raise CompatibilityInputError(
+                f"lane {lane['lane_id']}: no certification record for its runner report "
+                f"{lane['certification_report_digest'] or '(none named)'}: certify the lane from that run first")
+        rec.certification_record_ids.append(rid)
+    for value in (rec.kl_divergence, rec.max_abs_delta_logit, rec.top1_agreement, rec.greedy_agreement):
+        if not math.isfinite(value):
+            raise CompatibilityInputError("non-finite figure in the measurement")
+    _ = rpb  # runner_report_pb2 registers DeviceClass for json_format
+    return rec
