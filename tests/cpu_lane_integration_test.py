@@ -68,5 +68,23 @@ def test_copied_binaries_run_and_report_their_stamp(evidence, tmp_path):
         assert "error while loading shared libraries" not in res.stderr, f"{tool}: {res.stderr}"
 
 
+def _committed_cpu_runs() -> list[pathlib.Path]:
+    runs = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), "lanes", "evidence", "runs")
+    return sorted(p for p in runs.glob("linux-x86_64-cpu.*/build_evidence.pb"))
+
+
+def test_this_checkout_rebuilds_the_certified_bytes(evidence):
+    """Every artifact of this build has the sha256 the committed certified CPU runs were made from,
+    whatever the machine, checkout path or Bazel output base (issue 11: bit-reproducible lanes)."""
+    runs = _committed_cpu_runs()
+    assert runs, "no committed CPU run under evidence/runs/"
+    built = {a.path: a.sha256 for a in evidence.artifacts}
+    for run in runs:
+        certified = {a.path: a.sha256 for a in build_evidence.read_evidence(run).artifacts}
+        differ = sorted(p for p in set(built) | set(certified) if built.get(p) != certified.get(p))
+        assert not differ, (f"{run.parent.name}: {len(differ)} of {len(certified)} artifacts differ from this build "
+                            f"({', '.join(differ[:6])}); re-certify, or find what made the build non-reproducible")
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
