@@ -110,7 +110,7 @@ def imported_packages(source: str, filename: str = "<source>") -> list[tuple[str
     return found
 
 
-def test_sources_from_build(build_file: pathlib.Path) -> set[str]:
+def build_test_sources(build_file: pathlib.Path) -> set[str]:
     """File names (relative to the BUILD file's directory) of test rules and testonly targets."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(build_file.read_text(), str(build_file))):
@@ -138,7 +138,7 @@ def non_test_files(root: pathlib.Path) -> list[str]:
     for d in SCANNED_DIRS:
         for build in (root / d).rglob("BUILD*"):
             rel_dir = build.parent.relative_to(root).as_posix()
-            build_test_srcs.update(f"{rel_dir}/{name}" for name in test_sources_from_build(build))
+            build_test_srcs.update(f"{rel_dir}/{name}" for name in build_test_sources(build))
     files = []
     for d in SCANNED_DIRS:
         for path in sorted((root / d).rglob("*.py")):
@@ -321,7 +321,7 @@ def test_test_code_is_recognised(tmp_path):
         'py_library(name = "helper", testonly = True, srcs = ["helper.py"])\n'
         'py_library(name = "lib", srcs = ["lib.py"])\n'
         'py_test(name = "t", srcs = ["check.py"])\n')
-    assert test_sources_from_build(tmp_path / "BUILD.bazel") == {"helper.py", "check.py"}
+    assert build_test_sources(tmp_path / "BUILD.bazel") == {"helper.py", "check.py"}
     assert is_test_file("tools/x/y_test.py", set()) and is_test_file("tools/x/testdata/s.py", set())
     assert not is_test_file("tools/x/lib.py", {"tools/x/helper.py"})
 

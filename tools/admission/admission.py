@@ -29,10 +29,10 @@ import pathlib
 from collections.abc import Iterable, Sequence
 
 from proto import admission_pb2, certification_pb2, runner_report_pb2
-from tools.admission import policy as policy_lib
-from tools.admission import safe_io
-from tools.certify import dsse, records, timestamps, trust
-from tools.certify.errors import CertifyError, UnreadableInputError
+from tools.certify import records
+from tools.policy import dsse, safe_io, timestamps, trust
+from tools.policy import policy as policy_lib
+from tools.policy.errors import CertifyError, UnreadableInputError
 
 VERIFIER = "lanes-admission/1 (tools/admission/admission.py)"
 

@@ -9,8 +9,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proto import certification_pb2
 from tools.admission import admission
-from tools.admission import policy as policy_lib
-from tools.certify import dsse, records, sample_reports
+from tools.certify import records, sample_reports
+from tools.policy import dsse
+from tools.policy import policy as policy_lib
 
 NOW = sample_reports.NOW
 LATER = NOW + dt.timedelta(days=1)
@@ -288,7 +289,7 @@ def test_cache_gives_same_decision(policy, key, two_lanes):
 
 
 def test_reason_codes_are_distinct():
-    from tools.certify import errors
+    from tools.policy import errors
 
     decided_here = [v for k, v in vars(admission).items() if k.isupper() and isinstance(v, str) and re.fullmatch(r"[a-z-]+", v)]
     from_errors = [c.code for c in vars(errors).values() if inspect.isclass(c) and issubclass(c, errors.CertifyError)]

@@ -15,8 +15,9 @@ from absl import app, flags
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tools.admission import admission
-from tools.admission import policy as policy_lib
-from tools.certify import dsse, records, sample_reports
+from tools.certify import records, sample_reports
+from tools.policy import dsse
+from tools.policy import policy as policy_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("n", 2000, "Signed records (and route nodes) to build.")

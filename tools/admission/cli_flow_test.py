@@ -1,4 +1,4 @@
-"""The user flow through the CLIs' functions: keygen -> policy_tool -> certify_report -> admission."""
+"""The user flow through the library functions behind the CLIs: keygen -> policy_edit -> certify_report -> admission."""
 
 import datetime as dt
 import json
@@ -6,10 +6,11 @@ import json
 import pytest
 from google.protobuf import json_format
 
-from tools.admission import admission, admission_cli, policy_tool
-from tools.admission import policy as policy_lib
-from tools.certify import certify_cli, keys, sample_reports, timestamps
-from tools.certify.errors import PolicyError
+from tools.admission import admission, admission_files, policy_edit
+from tools.certify import certify, sample_reports
+from tools.policy import keys, timestamps
+from tools.policy import policy as policy_lib
+from tools.policy.errors import PolicyError
 
 CPU, GPU = "linux-x86_64-cpu", "linux-x86_64-cuda"  # lane ids as data only
 
@@ -18,17 +19,17 @@ def test_policy_tool_creates_and_updates(tmp_path):
     files = keys.generate("ci", tmp_path / "keys")
     path = tmp_path / "policy.json"
     start = dt.datetime(2026, 1, 1, tzinfo=timestamps.UTC)
-    p = policy_tool.update_policy_file(
+    p = policy_edit.update_policy_file(
         path, policy_id="lanes-test", public_key=files.public_pem.read_bytes(), owner="ci",
         not_before=start, valid_days=10, required_checks=["preflight", "speed"],
-        speed_floors=[policy_tool.parse_speed_floor("*:speed.tg_tokens_per_s:5")],
+        speed_floors=[policy_edit.parse_speed_floor("*:speed.tg_tokens_per_s:5")],
     )
     assert p.trusted_keys[0].keyid == files.keyid
     assert p.trusted_keys[0].not_after == "2026-01-11T00:00:00Z"
     obj = json.loads(path.read_text())
     assert obj["policy_id"] == "lanes-test" and obj["required_checks"] == ["preflight", "speed"]
     # Update: same key again replaces (no duplicate), floor replaced, checks kept.
-    p = policy_tool.update_policy_file(path, public_key=files.public_raw.read_bytes(), not_before=start, valid_days=20,
+    p = policy_edit.update_policy_file(path, public_key=files.public_raw.read_bytes(), not_before=start, valid_days=20,
                                        speed_floors=[("*", "speed.tg_tokens_per_s", 7.5)])
     assert len(p.trusted_keys) == 1 and p.trusted_keys[0].not_after == "2026-01-21T00:00:00Z"
     assert [(f.lane_id, f.min_value) for f in p.speed_floors] == [("*", 7.5)]
@@ -39,19 +40,19 @@ def test_policy_tool_creates_and_updates(tmp_path):
 def test_policy_tool_removes_a_key(tmp_path):
     old, new = keys.generate("old", tmp_path / "keys"), keys.generate("new", tmp_path / "keys")
     path = tmp_path / "policy.json"
-    policy_tool.update_policy_file(path, policy_id="t", public_key=old.public_raw.read_bytes())
-    policy_tool.update_policy_file(path, public_key=new.public_raw.read_bytes())
-    p = policy_tool.update_policy_file(path, remove_keyids=[old.keyid])
+    policy_edit.update_policy_file(path, policy_id="t", public_key=old.public_raw.read_bytes())
+    policy_edit.update_policy_file(path, public_key=new.public_raw.read_bytes())
+    p = policy_edit.update_policy_file(path, remove_keyids=[old.keyid])
     assert [k.keyid for k in p.trusted_keys] == [new.keyid]
     with pytest.raises(PolicyError, match="no trusted key"):
-        policy_tool.update_policy_file(path, remove_keyids=[old.keyid])
+        policy_edit.update_policy_file(path, remove_keyids=[old.keyid])
 
 
 def test_policy_errors(tmp_path):
     with pytest.raises(PolicyError, match="policy_id"):
-        policy_tool.update_policy_file(tmp_path / "p.json")
+        policy_edit.update_policy_file(tmp_path / "p.json")
     with pytest.raises(PolicyError, match="LANE:METRIC:MIN"):
-        policy_tool.parse_speed_floor("speed.tg")
+        policy_edit.parse_speed_floor("speed.tg")
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": 1, "policy_id": "x", "trusted_keys": [{"keyid": "00", "public_key": "'
                    + "A" * 43 + '=", "not_before": "2026-01-01T00:00:00Z", "not_after": "2027-01-01T00:00:00Z"}]}')
@@ -63,7 +64,7 @@ def test_sign_then_admit_through_files(tmp_path):
     files = keys.generate("ci", tmp_path / "keys")
     now = timestamps.now()
     policy_path = tmp_path / "policy.json"
-    policy_tool.update_policy_file(
+    policy_edit.update_policy_file(
         policy_path, policy_id="lanes-test", public_key=files.public_pem.read_bytes(),
         not_before=now - dt.timedelta(days=1), required_checks=list(sample_reports.REQUIRED_CHECKS),
         speed_floors=[("*", "speed.tg_tokens_per_s", 5.0)],
@@ -74,20 +75,20 @@ def test_sign_then_admit_through_files(tmp_path):
         report = sample_reports.make_report(lane)
         report_path = tmp_path / f"{lane}.report.pb"
         report_path.write_bytes(report.SerializeToString())
-        certify_cli.certify_report(report_path, files.private_key, policy_path, records_dir, 30)
+        certify.certify_report(report_path, files.private_key, policy_path, records_dir, 30)
         node_path = tmp_path / f"{lane}.node.json"
         node_path.write_text(json_format.MessageToJson(sample_reports.node_for(report)))
         node_paths.append(str(node_path))
     (records_dir / "junk.dsse.json").write_text("not json")
 
     recipe = sample_reports.make_recipe(kv_cache_types=["f16"])
-    one, problems = admission_cli.decide_from_files(policy_path, records_dir, node_paths[:1], sample_reports.MODEL_SHA256,
+    one, problems = admission_files.decide_from_files(policy_path, records_dir, node_paths[:1], sample_reports.MODEL_SHA256,
                                                     recipe=recipe)
     assert one.routable, one.reasons
     assert len(problems) == 1 and problems[0].file == "junk.dsse.json" and problems[0].code == "malformed-envelope"
     assert list(one.unusable_inputs) == problems
 
-    two, _ = admission_cli.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256,
+    two, _ = admission_files.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256,
                                              recipe=recipe)
     assert not two.routable
     assert two.reasons[0].startswith(admission.MIXED_WITHOUT_COMPATIBILITY + ":")
@@ -96,8 +97,8 @@ def test_sign_then_admit_through_files(tmp_path):
               "top1_agreement": 0.99, "tolerances": {"max_kl_divergence": 0.01, "min_top1_agreement": 0.95,
                                                        "max_abs_delta_logit": 1.0}}
     (tmp_path / "compat.json").write_text(json.dumps(compat))
-    certify_cli.sign_compatibility_file(tmp_path / "compat.json", files.private_key, policy_path, records_dir, 30)
-    two, _ = admission_cli.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256, "r",
+    certify.sign_compatibility_file(tmp_path / "compat.json", files.private_key, policy_path, records_dir, 30)
+    two, _ = admission_files.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256, "r",
                                              recipe=recipe)
     assert two.routable, two.reasons
     assert len(two.input_record_digests) == 3

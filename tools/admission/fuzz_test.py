@@ -16,9 +16,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tools.admission import admission, admission_cli, policy as policy_lib
-from tools.certify import dsse, records, sample_reports
-from tools.certify.errors import CertifyError
+from tools.admission import admission, admission_files
+from tools.certify import records, sample_reports
+from tools.policy import dsse
+from tools.policy import policy as policy_lib
+from tools.policy.errors import CertifyError
 
 MAX_EXAMPLES = 500
 FUZZ = settings(max_examples=MAX_EXAMPLES, deadline=dt.timedelta(seconds=2), derandomize=True,
@@ -155,9 +157,9 @@ def test_node_and_route_files(kind, ops, field, value, raw):
     path.write_bytes(data)
     try:
         if kind == "node":
-            route = admission.route_from_nodes([admission_cli.load_node(path)], sample_reports.MODEL_SHA256, "r", RECIPE)
+            route = admission.route_from_nodes([admission_files.load_node(path)], sample_reports.MODEL_SHA256, "r", RECIPE)
         else:
-            route = admission_cli.load_route(path)
+            route = admission_files.load_route(path)
     except CertifyError:
         return
     decision = admission.decide(POLICY, [ENVELOPE], [], route, LATER, trust_store=STORE)

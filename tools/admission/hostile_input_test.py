@@ -14,9 +14,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 
 from proto import admission_pb2, certification_pb2, runner_report_pb2
-from tools.admission import admission, admission_cli, policy as policy_lib, safe_io
-from tools.certify import dsse, records, sample_reports
-from tools.certify.errors import PolicyError
+from tools.admission import admission, admission_cli, admission_files
+from tools.certify import records, sample_reports
+from tools.policy import dsse, safe_io
+from tools.policy import policy as policy_lib
+from tools.policy.errors import PolicyError
 
 NOW = sample_reports.NOW
 LATER = NOW + dt.timedelta(days=1)
@@ -138,11 +140,11 @@ def test_duplicate_json_keys_in_policy_node_route(tmp_path, policy):
     node = tmp_path / "n.json"
     node.write_text('{"node_id": "a", "lane_id": "x", "lane_id": "y"}')
     with pytest.raises(Exception, match="duplicate JSON key 'lane_id'"):
-        admission_cli.load_node(node)
+        admission_files.load_node(node)
     route = tmp_path / "r.json"
     route.write_text('{"model_sha256": "aa", "model_sha256": "bb"}')
     with pytest.raises(Exception, match="duplicate JSON key"):
-        admission_cli.load_route(route)
+        admission_files.load_route(route)
 
 
 def test_duplicate_node_id_or_node_artifact_refused(policy, key):

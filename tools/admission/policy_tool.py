@@ -4,156 +4,39 @@ speed floors, maximum record age.
   policy_tool --policy=policy.json --policy_id=lanes-prod \\
     --public_key=~/.config/lanes/keys/ci.pub --owner=ci --valid_days=365 \\
     --required_check=fixture_parity --speed_floor='*:speed.tg_tokens_per_s:5'
+
+Flags only; the work is in tools/admission/policy_edit.py.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import pathlib
 import sys
-from collections.abc import Iterable
 
 from absl import app, flags
 
 from proto import admission_pb2
-from tools.admission import policy as policy_lib
-from tools.certify import dsse, keys, records, timestamps
-from tools.certify.errors import CertifyError, PolicyError
+from tools.admission import policy_edit
+from tools.policy import timestamps
+from tools.policy import policy as policy_lib
+from tools.policy.errors import CertifyError
 
 FLAGS = flags.FLAGS
-
-
-def define_flags() -> None:
-    """Defined only when run as a program: importing this module (the main job does) must not
-    collide with the importer's own flags."""
-    flags.DEFINE_string("policy", None, "Policy JSON to create or update in place.", required=True)
-    flags.DEFINE_string("policy_id", "", "Policy id (required when creating).")
-    flags.DEFINE_string("public_key", "", "Public key file to trust (PEM or raw 32 bytes, e.g. <name>.pub).")
-    flags.DEFINE_string("owner", "", "Who holds the trusted key.")
-    flags.DEFINE_string("not_before", "", "Key valid from (RFC 3339 UTC); default now.")
-    flags.DEFINE_string("not_after", "", "Key valid until (RFC 3339 UTC); default not_before + --valid_days.")
-    flags.DEFINE_integer("valid_days", 365, "Key validity when --not_after is not given.")
-    flags.DEFINE_multi_string("required_check", [], "Check that must be PASS in a record (replaces the list if given).")
-    flags.DEFINE_multi_string("speed_floor", [], "LANE:METRIC:MIN, LANE '*' for every lane (replaces same lane+metric).")
-    flags.DEFINE_multi_string("metric_ceiling", [], "LANE:METRIC:MAX, e.g. '*:cancellation.stream_task_seconds:5' "
-                              "(replaces same lane+metric; the runner uses it as the check's bound).")
-    flags.DEFINE_multi_string("remove_key", [], "Keyid to stop trusting (e.g. a lost key, or one whose records were "
-                              "superseded); every record it signed is then refused as unknown-key.")
-    flags.DEFINE_integer("max_record_age_days", None, "Refuse records issued longer ago than this.")
-    flags.DEFINE_multi_integer("supported_record_schema_version", [], "Record schema versions accepted (replaces).")
-
-
-def new_policy(policy_id: str) -> admission_pb2.AdmissionPolicy:
-    if not policy_id:
-        raise PolicyError("a new policy needs --policy_id")
-    return admission_pb2.AdmissionPolicy(
-        schema_version=policy_lib.POLICY_SCHEMA_VERSION,
-        policy_id=policy_id,
-        max_record_age_days=90,
-        supported_record_schema_versions=[records.CERTIFICATION_SCHEMA_VERSION],
-    )
-
-
-def add_trusted_key(
-    policy: admission_pb2.AdmissionPolicy,
-    public_key: bytes,
-    not_before: dt.datetime,
-    not_after: dt.datetime,
-    owner: str = "",
-) -> str:
-    """Trusts `public_key` (raw or PEM) for [not_before, not_after]; replaces an entry with the same keyid."""
-    if not_after <= not_before:
-        raise PolicyError(f"not_after {not_after} must be later than not_before {not_before}")
-    raw = dsse.raw_public_key(keys.public_key_from_bytes(public_key))
-    keyid = dsse.keyid_for(raw)
-    kept = [k for k in policy.trusted_keys if k.keyid != keyid]
-    del policy.trusted_keys[:]
-    policy.trusted_keys.extend(kept)
-    policy.trusted_keys.add(
-        keyid=keyid,
-        public_key=raw,
-        not_before=timestamps.format_utc(not_before),
-        not_after=timestamps.format_utc(not_after),
-        owner=owner,
-    )
-    return keyid
-
-
-def set_required_checks(policy: admission_pb2.AdmissionPolicy, names: Iterable[str]) -> None:
-    del policy.required_checks[:]
-    policy.required_checks.extend(dict.fromkeys(names))
-
-
-def set_speed_floor(policy: admission_pb2.AdmissionPolicy, lane_id: str, metric: str, min_value: float) -> None:
-    kept = [f for f in policy.speed_floors if (f.lane_id, f.metric) != (lane_id, metric)]
-    del policy.speed_floors[:]
-    policy.speed_floors.extend(kept)
-    policy.speed_floors.add(lane_id=lane_id, metric=metric, min_value=min_value)
-
-
-def set_metric_ceiling(policy: admission_pb2.AdmissionPolicy, lane_id: str, metric: str, max_value: float) -> None:
-    kept = [c for c in policy.metric_ceilings if (c.lane_id, c.metric) != (lane_id, metric)]
-    del policy.metric_ceilings[:]
-    policy.metric_ceilings.extend(kept)
-    policy.metric_ceilings.add(lane_id=lane_id, metric=metric, max_value=max_value)
-
-
-def parse_speed_floor(text: str) -> tuple[str, str, float]:
-    lane, sep, rest = text.partition(":")
-    metric, sep2, value = rest.rpartition(":")
-    if not (sep and sep2 and lane and metric):
-        raise PolicyError(f"--speed_floor {text!r}: write LANE:METRIC:MIN, e.g. '*:speed.tg_tokens_per_s:5'")
-    try:
-        return lane, metric, float(value)
-    except ValueError as err:
-        raise PolicyError(f"--speed_floor {text!r}: MIN {value!r} is not a number") from err
-
-
-def update_policy_file(
-    path: pathlib.Path | str,
-    *,
-    policy_id: str = "",
-    public_key: bytes | None = None,
-    owner: str = "",
-    not_before: dt.datetime | None = None,
-    not_after: dt.datetime | None = None,
-    valid_days: int = 365,
-    required_checks: Iterable[str] | None = None,
-    speed_floors: Iterable[tuple[str, str, float]] = (),
-    metric_ceilings: Iterable[tuple[str, str, float]] = (),
-    max_record_age_days: int | None = None,
-    supported_record_schema_versions: Iterable[int] | None = None,
-    remove_keyids: Iterable[str] = (),
-) -> admission_pb2.AdmissionPolicy:
-    """Loads `path` (or starts a new policy), applies the changes, validates and writes it back."""
-    path = pathlib.Path(path)
-    policy = policy_lib.load_policy(path) if path.exists() else new_policy(policy_id)
-    if policy_id:
-        policy.policy_id = policy_id
-    for keyid in remove_keyids:
-        kept = [k for k in policy.trusted_keys if k.keyid != keyid]
-        if len(kept) == len(policy.trusted_keys):
-            raise PolicyError(f"{path}: no trusted key {keyid!r} to remove")
-        del policy.trusted_keys[:]
-        policy.trusted_keys.extend(kept)
-    if public_key is not None:
-        start = not_before or timestamps.now()
-        add_trusted_key(policy, public_key, start, not_after or start + dt.timedelta(days=valid_days), owner)
-    if required_checks is not None:
-        set_required_checks(policy, required_checks)
-    for lane, metric, value in speed_floors:
-        set_speed_floor(policy, lane, metric, value)
-    for lane, metric, value in metric_ceilings:
-        set_metric_ceiling(policy, lane, metric, value)
-    if max_record_age_days is not None:
-        policy.max_record_age_days = max_record_age_days
-    if supported_record_schema_versions is not None:
-        del policy.supported_record_schema_versions[:]
-        policy.supported_record_schema_versions.extend(supported_record_schema_versions)
-    policy_lib.validate(policy, str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(policy_lib.policy_to_json(policy))
-    return policy
+flags.DEFINE_string("policy", None, "Policy JSON to create or update in place.", required=True)
+flags.DEFINE_string("policy_id", "", "Policy id (required when creating).")
+flags.DEFINE_string("public_key", "", "Public key file to trust (PEM or raw 32 bytes, e.g. <name>.pub).")
+flags.DEFINE_string("owner", "", "Who holds the trusted key.")
+flags.DEFINE_string("not_before", "", "Key valid from (RFC 3339 UTC); default now.")
+flags.DEFINE_string("not_after", "", "Key valid until (RFC 3339 UTC); default not_before + --valid_days.")
+flags.DEFINE_integer("valid_days", 365, "Key validity when --not_after is not given.")
+flags.DEFINE_multi_string("required_check", [], "Check that must be PASS in a record (replaces the list if given).")
+flags.DEFINE_multi_string("speed_floor", [], "LANE:METRIC:MIN, LANE '*' for every lane (replaces same lane+metric).")
+flags.DEFINE_multi_string("metric_ceiling", [], "LANE:METRIC:MAX, e.g. '*:cancellation.stream_task_seconds:5' "
+                          "(replaces same lane+metric; the runner uses it as the check's bound).")
+flags.DEFINE_multi_string("remove_key", [], "Keyid to stop trusting (e.g. a lost key, or one whose records were "
+                          "superseded); every record it signed is then refused as unknown-key.")
+flags.DEFINE_integer("max_record_age_days", None, "Refuse records issued longer ago than this.")
+flags.DEFINE_multi_integer("supported_record_schema_version", [], "Record schema versions accepted (replaces).")
 
 
 def main(argv: list[str]) -> None:
@@ -169,7 +52,7 @@ def main(argv: list[str]) -> None:
 
 def _run_from_flags() -> admission_pb2.AdmissionPolicy:
     public_key = pathlib.Path(FLAGS.public_key).expanduser().read_bytes() if FLAGS.public_key else None
-    return update_policy_file(
+    return policy_edit.update_policy_file(
         FLAGS.policy,
         policy_id=FLAGS.policy_id,
         public_key=public_key,
@@ -178,8 +61,8 @@ def _run_from_flags() -> admission_pb2.AdmissionPolicy:
         not_after=timestamps.parse_utc(FLAGS.not_after, "--not_after") if FLAGS.not_after else None,
         valid_days=FLAGS.valid_days,
         required_checks=FLAGS.required_check or None,
-        speed_floors=[parse_speed_floor(s) for s in FLAGS.speed_floor],
-        metric_ceilings=[parse_speed_floor(s) for s in FLAGS.metric_ceiling],
+        speed_floors=[policy_edit.parse_speed_floor(s) for s in FLAGS.speed_floor],
+        metric_ceilings=[policy_edit.parse_speed_floor(s) for s in FLAGS.metric_ceiling],
         max_record_age_days=FLAGS.max_record_age_days,
         supported_record_schema_versions=FLAGS.supported_record_schema_version or None,
         remove_keyids=FLAGS.remove_key,
@@ -187,5 +70,4 @@ def _run_from_flags() -> admission_pb2.AdmissionPolicy:
 
 
 if __name__ == "__main__":
-    define_flags()
     app.run(main)

@@ -11,10 +11,12 @@ import re
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from proto import build_evidence_pb2, runner_report_pb2 as rpb
-from tools.certify import dsse, records, sample_reports
+from proto import build_evidence_pb2
+from proto import runner_report_pb2 as rpb
+from tools.certify import records, sample_reports
 from tools.evidence import run_readme
 from tools.evidence.build_evidence import sha256_file
+from tools.policy import dsse
 from tools.runner import report as report_lib
 
 RUN_NAME = "linux-x86_64-cpu.cpu-genuineintel-intel-r-xeon-r-processor-x86-64-v3"

@@ -6,165 +6,33 @@
   certify_cli --mode=verify --record=records/<lane>.<device>.record.dsse.json --policy=policy.json
   certify_cli --mode=intoto --record=... --policy=policy.json --out=statement.json [--key=... to sign it]
   certify_cli --mode=sign_compat --compat=compat.json --key=... --policy=policy.json --out_dir=records
+
+Flags only; the work is in tools/certify/certify.py (and tools/policy/keys.py for keygen).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import pathlib
 import sys
 
 from absl import app, flags
 from google.protobuf import json_format
 
-from proto import certification_pb2, runner_report_pb2
-from tools.admission import policy as policy_lib
-from tools.admission import safe_io
-from tools.certify import dsse, intoto, keys, records, timestamps
-from tools.certify.errors import CertifyError, IncompleteReportError, UnknownKeyError, UnreadableInputError
-from tools.evidence import atomic_files
+from tools.certify import certify
+from tools.policy import keys, safe_io
+from tools.policy.errors import CertifyError
 
 FLAGS = flags.FLAGS
-
-
-def define_flags() -> None:
-    """Defined only when run as a program: importing this module (the main job does) must not
-    collide with the importer's own flags."""
-    flags.DEFINE_enum("mode", None, ["keygen", "sign", "verify", "intoto", "sign_compat"], "What to do.", required=True)
-    flags.DEFINE_string("name", "lanes", "keygen: key file name.")
-    flags.DEFINE_string("key_dir", "", "keygen: directory outside any git work tree (default ~/.config/lanes/keys).")
-    flags.DEFINE_string("key", "", "sign/sign_compat/intoto: private key (<name>.key).")
-    flags.DEFINE_string("policy", "", "Admission policy JSON whose trusted keys verify records.")
-    flags.DEFINE_string("report", "", "sign: RunnerReport, binary protobuf (.pb).")
-    flags.DEFINE_string("compat", "", "sign_compat: CompatibilityRecord as JSON (issuer/times are filled in).")
-    flags.DEFINE_string("record", "", "verify/intoto: record envelope (.dsse.json).")
-    flags.DEFINE_string("out_dir", "records", "sign/sign_compat: where records are written.")
-    flags.DEFINE_string("out", "", "intoto: statement output (default: stdout).")
-    flags.DEFINE_integer("validity_days", 30, "sign/sign_compat: days until the record expires.")
-
-
-def _write_atomically(path: pathlib.Path, text: str) -> None:
-    # Temp sibling + fsync + rename + dir fsync; AtomicWriteError (an OSError) names the file.
-    atomic_files.write_text_atomic(path, text)
-
-
-def _require_trusted(env: dsse.Envelope, store, policy_id: str, verify_fn, now: dt.datetime, max_age: int):
-    """A record the policy would refuse is useless; say so at signing time, not at admission."""
-    keyid = env.signatures[0].keyid
-    if keyid not in store:
-        raise UnknownKeyError(
-            f"signing key {keyid[:16]}.. is not trusted by policy {policy_id}; add it with "
-            "tools/admission/policy_tool.py --public_key=<name>.pub, or sign with a trusted key"
-        )
-    rec = verify_fn(env, store)
-    records.check_times(rec, store, now, max_age)
-    return rec
-
-
-def sign_report(
-    report_bytes: bytes, private_key, policy_id: str, validity_days: int, now: dt.datetime | None = None
-) -> tuple[certification_pb2.CertificationRecord, dsse.Envelope]:
-    """Record + envelope for a binary RunnerReport; raises NotRecordableError for a non-recordable one."""
-    report = runner_report_pb2.RunnerReport()
-    try:
-        report.ParseFromString(report_bytes)
-    except Exception as err:  # protobuf's DecodeError
-        raise UnreadableInputError(f"not a binary RunnerReport ({err}); pass the runner's .pb output") from err
-    record = records.record_from_report(
-        report, report_bytes, dsse.keyid_for(private_key), now or timestamps.now(), validity_days, policy_id
-    )
-    return record, records.sign_record(record, private_key)
-
-
-def certify_report(
-    report_path: pathlib.Path | str,
-    key_path: pathlib.Path | str,
-    policy_path: pathlib.Path | str,
-    out_dir: pathlib.Path | str,
-    validity_days: int,
-    now: dt.datetime | None = None,
-) -> pathlib.Path:
-    """Signs the report into <out_dir>/<lane>.<device-class>.record.dsse.json and returns that path.
-
-    Refuses a non-recordable report, and a key the policy does not trust (now and at issue time).
-    """
-    report_path = pathlib.Path(report_path)
-    if report_path.suffix == ".json":
-        raise UnreadableInputError(f"{report_path}: pass the binary report (.pb); its digest is what the record names")
-    try:
-        report_bytes = report_path.read_bytes()
-    except OSError as err:
-        raise UnreadableInputError(f"{report_path}: cannot read runner report ({err.strerror})") from err
-    policy = policy_lib.load_policy(policy_path)
-    store = policy_lib.validate(policy, str(policy_path))
-    now = now or timestamps.now()
-    record, env = sign_report(report_bytes, keys.load_private_key(key_path), policy.policy_id, validity_days, now)
-    _require_trusted(env, store, policy.policy_id, records.verify_record, now, policy.max_record_age_days)
-    path = pathlib.Path(out_dir) / records.record_file_name(record)
-    _write_atomically(path, dsse.envelope_to_json(env))
-    return path
-
-
-def sign_compatibility_file(
-    compat_path: pathlib.Path | str,
-    key_path: pathlib.Path | str,
-    policy_path: pathlib.Path | str,
-    out_dir: pathlib.Path | str,
-    validity_days: int,
-    now: dt.datetime | None = None,
-) -> pathlib.Path:
-    """Signs a CompatibilityRecord JSON into <out_dir>/<lanes>.<model12>.compat.dsse.json."""
-    rec = certification_pb2.CompatibilityRecord()
-    try:
-        json_format.Parse(pathlib.Path(compat_path).read_text(), rec)
-    except (OSError, json_format.ParseError) as err:
-        raise UnreadableInputError(f"{compat_path}: not a readable CompatibilityRecord JSON ({err})") from err
-    if len(set(rec.lane_ids)) < 2 or not rec.model_sha256:
-        raise IncompleteReportError(f"{compat_path}: a compatibility record needs two or more lane_ids and model_sha256")
-    policy = policy_lib.load_policy(policy_path)
-    store = policy_lib.validate(policy, str(policy_path))
-    now = now or timestamps.now()
-    key = keys.load_private_key(key_path)
-    rec.schema_version = rec.schema_version or records.COMPATIBILITY_SCHEMA_VERSION
-    rec.issuer = dsse.keyid_for(key)
-    rec.issued_at = timestamps.format_utc(now)
-    rec.expires_at = timestamps.format_utc(now + dt.timedelta(days=validity_days))
-    env = records.sign_compatibility(rec, key)
-    _require_trusted(env, store, policy.policy_id, records.verify_compatibility, now, policy.max_record_age_days)
-    model = rec.model_sha256.removeprefix("sha256:")[:12]
-    path = pathlib.Path(out_dir) / f"{'+'.join(sorted(rec.lane_ids))}.{model}.compat.dsse.json"
-    _write_atomically(path, dsse.envelope_to_json(env))
-    return path
-
-
-def verify(
-    record_path: pathlib.Path | str, policy_path: pathlib.Path | str, now: dt.datetime | None = None
-) -> certification_pb2.CertificationRecord:
-    """The record, after checking signature, schema, key window and expiry against the policy."""
-    policy = policy_lib.load_policy(policy_path)
-    store = policy_lib.validate(policy, str(policy_path))
-    try:  # a regular file under the size limit, strict JSON of bounded depth (as admission reads it)
-        env = dsse.envelope_from_json(safe_io.read_regular_file(record_path))
-    except CertifyError as err:
-        raise type(err)(f"{record_path}: {err}") from err
-    rec = records.verify_record(env, store, policy.supported_record_schema_versions)
-    records.check_times(rec, store, now or timestamps.now(), policy.max_record_age_days)
-    return rec
-
-
-def export_intoto(
-    record_path: pathlib.Path | str,
-    policy_path: pathlib.Path | str,
-    out_path: pathlib.Path | str | None = None,
-    key_path: pathlib.Path | str | None = None,
-    now: dt.datetime | None = None,
-) -> str:
-    """In-toto Statement v1 JSON of a verified record; with key_path, a signed DSSE envelope of it."""
-    rec = verify(record_path, policy_path, now)
-    text = dsse.envelope_to_json(intoto.sign_statement(rec, keys.load_private_key(key_path))) if key_path else intoto.statement_json(rec)
-    if out_path:
-        _write_atomically(pathlib.Path(out_path), text)
-    return text
+flags.DEFINE_enum("mode", None, ["keygen", "sign", "verify", "intoto", "sign_compat"], "What to do.", required=True)
+flags.DEFINE_string("name", "lanes", "keygen: key file name.")
+flags.DEFINE_string("key_dir", "", "keygen: directory outside any git work tree (default ~/.config/lanes/keys).")
+flags.DEFINE_string("key", "", "sign/sign_compat/intoto: private key (<name>.key).")
+flags.DEFINE_string("policy", "", "Admission policy JSON whose trusted keys verify records.")
+flags.DEFINE_string("report", "", "sign: RunnerReport, binary protobuf (.pb).")
+flags.DEFINE_string("compat", "", "sign_compat: CompatibilityRecord as JSON (issuer/times are filled in).")
+flags.DEFINE_string("record", "", "verify/intoto: record envelope (.dsse.json).")
+flags.DEFINE_string("out_dir", "records", "sign/sign_compat: where records are written.")
+flags.DEFINE_string("out", "", "intoto: statement output (default: stdout).")
+flags.DEFINE_integer("validity_days", 30, "sign/sign_compat: days until the record expires.")
 
 
 def main(argv: list[str]) -> None:
@@ -176,13 +44,14 @@ def main(argv: list[str]) -> None:
             print(f"public key  {files.public_pem}\nkeyid       {files.keyid}")
             print(f"trust it:   policy_tool --policy=<policy.json> --public_key={files.public_pem} --owner=<who>")
         elif FLAGS.mode == "sign":
-            print(certify_report(FLAGS.report, FLAGS.key, FLAGS.policy, FLAGS.out_dir, FLAGS.validity_days))
+            print(certify.certify_report(FLAGS.report, FLAGS.key, FLAGS.policy, FLAGS.out_dir, FLAGS.validity_days))
         elif FLAGS.mode == "sign_compat":
-            print(sign_compatibility_file(FLAGS.compat, FLAGS.key, FLAGS.policy, FLAGS.out_dir, FLAGS.validity_days))
+            print(certify.sign_compatibility_file(FLAGS.compat, FLAGS.key, FLAGS.policy, FLAGS.out_dir, FLAGS.validity_days))
         elif FLAGS.mode == "verify":
-            print(json_format.MessageToJson(verify(FLAGS.record, FLAGS.policy), preserving_proto_field_name=True, sort_keys=True))
+            print(json_format.MessageToJson(certify.verify(FLAGS.record, FLAGS.policy), preserving_proto_field_name=True,
+                                            sort_keys=True))
         elif FLAGS.mode == "intoto":
-            text = export_intoto(FLAGS.record, FLAGS.policy, FLAGS.out or None, FLAGS.key or None)
+            text = certify.export_intoto(FLAGS.record, FLAGS.policy, FLAGS.out or None, FLAGS.key or None)
             print(FLAGS.out if FLAGS.out else text, end="\n" if FLAGS.out else "")
     except CertifyError as err:
         print(f"{err.code}: {safe_io.escape(err)}", file=sys.stderr)
@@ -190,5 +59,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    define_flags()
     app.run(main)

@@ -27,8 +27,8 @@ from google.protobuf import message as pb_message
 from google.protobuf import unknown_fields as pb_unknown_fields
 
 from proto import certification_pb2, runner_report_pb2
-from tools.certify import dsse, timestamps, trust
-from tools.certify.errors import (
+from tools.policy import dsse, timestamps, trust
+from tools.policy.errors import (
     ExpiredRecordError,
     IncompleteReportError,
     IssuerMismatchError,

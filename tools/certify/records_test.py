@@ -7,9 +7,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proto import certification_pb2, runner_report_pb2
-from tools.admission import policy as policy_lib
-from tools.certify import certify_cli, dsse, intoto, keys, records, sample_reports
-from tools.certify.errors import (
+from tools.certify import certify, intoto, records, sample_reports
+from tools.policy import dsse, keys
+from tools.policy import policy as policy_lib
+from tools.policy.errors import (
     ExpiredRecordError,
     IssuerMismatchError,
     KeyOutsideValidityError,
@@ -131,14 +132,14 @@ def test_certify_report_end_to_end(tmp_path):
     report = sample_reports.make_report("linux-x86_64-cuda")
     report_path = tmp_path / "linux-x86_64-cuda.report.pb"
     report_path.write_bytes(report.SerializeToString())
-    path = certify_cli.certify_report(report_path, files.private_key, policy_path, tmp_path / "records", 30, now=NOW)
+    path = certify.certify_report(report_path, files.private_key, policy_path, tmp_path / "records", 30, now=NOW)
     assert path.name == "linux-x86_64-cuda.cuda-nvidia-h200-9.0-580.record.dsse.json"
-    rec = certify_cli.verify(path, policy_path, now=NOW + dt.timedelta(hours=1))
+    rec = certify.verify(path, policy_path, now=NOW + dt.timedelta(hours=1))
     assert rec.scope.lane_id == "linux-x86_64-cuda" and rec.policy_id == "test-policy"
     later = NOW + dt.timedelta(hours=1)
-    certify_cli.export_intoto(path, policy_path, tmp_path / "st.json", now=later)
+    certify.export_intoto(path, policy_path, tmp_path / "st.json", now=later)
     assert json.loads((tmp_path / "st.json").read_text())["predicate"]["record_id"] == rec.record_id
-    signed = dsse.envelope_from_json(certify_cli.export_intoto(path, policy_path, key_path=files.private_key, now=later))
+    signed = dsse.envelope_from_json(certify.export_intoto(path, policy_path, key_path=files.private_key, now=later))
     assert signed.payload_type == intoto.INTOTO_PAYLOAD_TYPE
 
 
@@ -149,13 +150,13 @@ def test_certify_report_refuses_untrusted_key_and_bad_report(tmp_path):
     report_path = tmp_path / "r.pb"
     report_path.write_bytes(sample_reports.make_report().SerializeToString())
     with pytest.raises(UnknownKeyError, match="policy_tool"):
-        certify_cli.certify_report(report_path, files.private_key, policy_path, tmp_path / "out", 30, now=NOW)
+        certify.certify_report(report_path, files.private_key, policy_path, tmp_path / "out", 30, now=NOW)
     bad = sample_reports.make_report()
     bad.pass_recordable = False
     bad.non_recordable_reasons.append("--skip=speed")
     report_path.write_bytes(bad.SerializeToString())
     with pytest.raises(NotRecordableError, match="skip=speed"):
-        certify_cli.certify_report(report_path, files.private_key, policy_path, tmp_path / "out", 30, now=NOW)
+        certify.certify_report(report_path, files.private_key, policy_path, tmp_path / "out", 30, now=NOW)
     assert not (tmp_path / "out").exists()
 
 

@@ -8,7 +8,7 @@ import hashlib
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proto import admission_pb2, runner_report_pb2
-from tools.certify import dsse, timestamps
+from tools.policy import dsse, timestamps
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=timestamps.UTC)
 REQUIRED_CHECKS = ("preflight", "fixture_parity", "graph_dispatch", "speed")

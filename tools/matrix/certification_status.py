@@ -10,11 +10,12 @@ from __future__ import annotations
 import pathlib
 
 from proto import admission_pb2, runner_report_pb2
-from tools.admission import admission, policy as policy_lib
+from tools.admission import admission
 from tools.certify import records as records_lib
-from tools.certify import timestamps
-from tools.certify.errors import CertifyError
 from tools.matrix.capability_matrix import DARK, Certifier
+from tools.policy import timestamps
+from tools.policy import policy as policy_lib
+from tools.policy.errors import CertifyError
 
 CERTIFIED = "certified"
 # The lane is built here, but no record names this build's evidence: a record proves the artifacts

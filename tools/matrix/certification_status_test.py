@@ -8,11 +8,12 @@ import sys
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tools.admission import policy as policy_lib
-from tools.certify import dsse, records, sample_reports, timestamps
+from tools.certify import records, sample_reports
 from tools.evidence import build_evidence
 from tools.matrix import capability_matrix as cm
 from tools.matrix import certification_status as cs
+from tools.policy import dsse, timestamps
+from tools.policy import policy as policy_lib
 
 LANE = "linux-x86_64-cpu"
 SPEC = {"lanes": {LANE: {"alias": "cpu", "backend": "cpu"}}}

@@ -1,57 +1,64 @@
-"""The main job: `bazel run //tools:certify -- --lane=cpu`.
+"""The main job behind `bazel run //tools:certify -- --lane=cpu` (flags: main_job_cli.py).
 
-Bazel has built the lane and the embedded model (they are this binary's data). This runs every
+Bazel has built the lane and the embedded model (they are the binary's data). This runs every
 runner check on this machine, keeps the report and raw logs under evidence/runs/, signs a
 passing, recordable report into evidence/records/ with a key kept outside the repository,
 verifies the record under the committed policy, and prints the capability matrix.
+
+It sits above every stage (design.md section 2) and only calls down: runner, audit, policy,
+certify, admission (enrolling the key), matrix. Nothing imports it but its CLI and tests.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
-import os
 import pathlib
 import shutil
 import socket
 import sys
 
-from absl import app, flags
-
 from proto import runner_report_pb2
-from tools.admission import policy as policy_lib
+from tools.admission import policy_edit
 from tools.audit import audit
-from tools.admission import policy_tool
-from tools.certify import certify_cli, dsse, keys, records
-from tools.certify.errors import CertifyError
-from tools.evidence import atomic_files, build_evidence
-from tools.evidence import run_readme
+from tools.certify import certify, records
+from tools.evidence import atomic_files, build_evidence, run_readme
 from tools.matrix import matrix_view
 from tools.model import model_store
-from tools.runner import report as report_lib
+from tools.policy import dsse, keys
+from tools.policy import policy as policy_lib
+from tools.policy.errors import CertifyError
 from tools.runner import run_lock, runner, speed_floors
+from tools.runner import report as report_lib
 from tools.runner.config import CHECKS, RunnerConfig
 
-FLAGS = flags.FLAGS
 EMBEDDED_MODEL = "tools/model/tiny_llama_f32.gguf"
-flags.DEFINE_string("lane", "cpu", "Lane alias or id.")
-flags.DEFINE_string("lane_dir", "", "Lane directory (bin/, lib/); default: the lane Bazel built for this job.")
-flags.DEFINE_string("evidence", "", "The lane's <alias>.evidence.pb; default: beside the Bazel-built lane.")
-flags.DEFINE_string("cpu_lane_dir", "", "CPU lane for accelerator parity and speed-up; default: the Bazel-built one.")
-flags.DEFINE_string("model", EMBEDDED_MODEL, "GGUF to certify: the embedded model (default), or a model in the model "
-                    "store (a path relative to it; for GGUF splits name any split). Never from /home.")
-flags.DEFINE_string("model_store", os.environ.get(model_store.ENV_VAR, ""),
-                    f"Directory operators keep production models in (default ${model_store.ENV_VAR}).")
-flags.DEFINE_string("workspace", os.environ.get("BUILD_WORKSPACE_DIRECTORY", "."), "Workspace holding evidence/.")
-flags.DEFINE_bool("publish", False, "Write the run, record, matrix and key enrolment into the committed evidence/ "
-                  "(maintainers). Default: into the git-ignored .lanes/local/, leaving the checkout clean.")
-flags.DEFINE_string("policy", "", "Admission policy (workspace-relative); default <output root>/policy.json.")
-flags.DEFINE_string("records", "", "Where signed records go (workspace-relative); default <output root>/records.")
-flags.DEFINE_string("runs", "", "Where reports and raw logs go (workspace-relative); default <output root>/runs.")
-flags.DEFINE_string("key", str(keys.default_key_dir() / "lanes-issuer.key"), "Ed25519 signing key (made if absent; never in a repo).")
-flags.DEFINE_integer("validity_days", 90, "Lifetime of the certification record.")
-flags.DEFINE_list("kv_types", ["f16", "q8_0", "q4_0"], "KV cache types exercised (K and V).")
-flags.DEFINE_string("remote_run", "", "Sign a run made on another host (tools/device/certify_remote_cuda.sh): its run/ "
-                    "directory (runner_report.pb + logs/). --evidence must be the build evidence that was carried there.")
+
+
+def default_key_path() -> str:
+    return str(keys.default_key_dir() / "lanes-issuer.key")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobOptions:
+    """What the job does; main_job_cli.py documents each field as a flag of the same name."""
+
+    lane: str = "cpu"
+    lane_dir: str = ""
+    evidence: str = ""
+    cpu_lane_dir: str = ""
+    model: str = EMBEDDED_MODEL
+    model_store: str = ""
+    workspace: str = "."
+    publish: bool = False
+    policy: str = ""
+    records: str = ""
+    runs: str = ""
+    key: str = dataclasses.field(default_factory=default_key_path)
+    validity_days: int = 90
+    kv_types: tuple[str, ...] = ("f16", "q8_0", "q4_0")
+    remote_run: str = ""
+
 
 SPEC = "lanes/spec.json"
 AVAILABILITY = "lanes/availability.json"
@@ -84,7 +91,7 @@ def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> bool:
     keyid = dsse.keyid_for(dsse.raw_public_key(keys.public_key_from_bytes(raw)))
     if policy_path.exists() and any(k.keyid == keyid for k in policy_lib.load_policy(policy_path).trusted_keys):
         return False
-    policy_tool.update_policy_file(
+    policy_edit.update_policy_file(
         policy_path,
         policy_id="lanes-default",
         public_key=raw,
@@ -141,38 +148,38 @@ COMMITTED_POLICY = "evidence/policy.json"
 LOCAL_ROOT = ".lanes/local"  # git-ignored
 
 
-def output_root(workspace: pathlib.Path) -> pathlib.Path:
+def output_root(workspace: pathlib.Path, publish: bool) -> pathlib.Path:
     """evidence/ with --publish (maintainers commit it), else the git-ignored local root."""
-    root = workspace / ("evidence" if FLAGS.publish else LOCAL_ROOT)
-    if not FLAGS.publish:
+    root = workspace / ("evidence" if publish else LOCAL_ROOT)
+    if not publish:
         print(f"certify: writing to {root} (git-ignored); --publish writes the committed evidence/", flush=True)
     return root
 
 
-def run_job() -> int:
-    workspace = pathlib.Path(FLAGS.workspace).resolve()
+def run_job(opts: JobOptions) -> int:
+    workspace = pathlib.Path(opts.workspace).resolve()
     sweep_leftovers(workspace)
     spec = build_evidence.load_json(SPEC)
-    lane_id, alias = resolve_lane(spec, FLAGS.lane)
-    lane_dir = pathlib.Path(FLAGS.lane_dir or f"lanes/{alias}").resolve()
-    evidence = pathlib.Path(FLAGS.evidence or f"lanes/{alias}.evidence.pb").resolve()
-    cpu_lane = pathlib.Path(FLAGS.cpu_lane_dir or "lanes/cpu").resolve()
-    root = output_root(workspace)
-    policy_path = workspace / FLAGS.policy if FLAGS.policy else root / "policy.json"
-    runs = workspace / FLAGS.runs if FLAGS.runs else root / "runs"
-    records_dir = workspace / FLAGS.records if FLAGS.records else root / "records"
-    if not FLAGS.publish and not FLAGS.policy and not policy_path.exists() and (workspace / COMMITTED_POLICY).exists():
+    lane_id, alias = resolve_lane(spec, opts.lane)
+    lane_dir = pathlib.Path(opts.lane_dir or f"lanes/{alias}").resolve()
+    evidence = pathlib.Path(opts.evidence or f"lanes/{alias}.evidence.pb").resolve()
+    cpu_lane = pathlib.Path(opts.cpu_lane_dir or "lanes/cpu").resolve()
+    root = output_root(workspace, opts.publish)
+    policy_path = workspace / opts.policy if opts.policy else root / "policy.json"
+    runs = workspace / opts.runs if opts.runs else root / "runs"
+    records_dir = workspace / opts.records if opts.records else root / "records"
+    if not opts.publish and not opts.policy and not policy_path.exists() and (workspace / COMMITTED_POLICY).exists():
         # A local run starts from the committed trust; enrolling this user's key changes only the copy.
         atomic_files.copy_file_atomic(workspace / COMMITTED_POLICY, policy_path)
 
-    if FLAGS.remote_run:
-        staging, report = load_remote_run(pathlib.Path(FLAGS.remote_run).resolve(), evidence, lane_id)
+    if opts.remote_run:
+        staging, report = load_remote_run(pathlib.Path(opts.remote_run).resolve(), evidence, lane_id)
         try:
             print(report_lib.summary_table(report), flush=True)
             if not report.pass_recordable:
-                print(f"certify: {FLAGS.remote_run} is not recordable; nothing signed", file=sys.stderr)
+                print(f"certify: {opts.remote_run} is not recordable; nothing signed", file=sys.stderr)
                 return 1
-            return sign_and_show(staging, report, evidence, workspace, spec, policy_path, runs, records_dir)
+            return sign_and_show(opts, staging, report, evidence, workspace, spec, policy_path, runs, records_dir)
         finally:
             shutil.rmtree(staging.parent, ignore_errors=True)
 
@@ -181,7 +188,7 @@ def run_job() -> int:
     staging = run_lock.make_staging_dir(f"lanes-run-{alias}-")
     try:
         with run_lock.stop_run_on_signal(lambda: None):  # SIGTERM: unwind through the finally below
-            return _run_and_sign(staging, lane_id, alias, lane_dir, evidence, cpu_lane,
+            return _run_and_sign(opts, staging, lane_id, alias, lane_dir, evidence, cpu_lane,
                                  workspace, spec, policy_path, runs, records_dir)
     finally:
         if not (staging / run_lock.KEPT_MARKER).exists():
@@ -197,14 +204,14 @@ def resolve_model(model: str, store: str) -> tuple[pathlib.Path, str]:
     return files[0], f"model-store:{files[0]}"
 
 
-def _run_and_sign(staging, lane_id, alias, lane_dir, evidence, cpu_lane, workspace, spec,
+def _run_and_sign(opts: JobOptions, staging, lane_id, alias, lane_dir, evidence, cpu_lane, workspace, spec,
                   policy_path, runs, records_dir) -> int:
-    model, source = resolve_model(FLAGS.model, FLAGS.model_store)
+    model, source = resolve_model(opts.model, opts.model_store)
     config = RunnerConfig(
         lane=lane_id, lane_dir=lane_dir, evidence=evidence, spec=pathlib.Path(SPEC).resolve(),
         model=model, model_source=source,
         out_dir=staging, report=staging / "runner_report.pb", cpu_lane_dir=cpu_lane if alias != "cpu" else None,
-        kv_types=tuple(FLAGS.kv_types),
+        kv_types=tuple(opts.kv_types),
     )
     if policy_path.exists():  # floors, speed-up ratios and bounds, as admission will apply them
         runner.apply_policy(config, policy_path, lane_id)
@@ -217,7 +224,7 @@ def _run_and_sign(staging, lane_id, alias, lane_dir, evidence, cpu_lane, workspa
         print(f"certify: the run is not recordable ({'; '.join(report.non_recordable_reasons) or 'a check failed'}); "
               f"nothing signed. Report and logs: {staging}", file=sys.stderr)
         return code or 1
-    return sign_and_show(staging, report, evidence, workspace, spec, policy_path, runs, records_dir)
+    return sign_and_show(opts, staging, report, evidence, workspace, spec, policy_path, runs, records_dir)
 
 
 def audit_before_signing(staging: pathlib.Path, evidence: pathlib.Path) -> None:
@@ -233,25 +240,25 @@ def audit_before_signing(staging: pathlib.Path, evidence: pathlib.Path) -> None:
                            + "; ".join(str(f) for f in result.findings[:5]) + "); nothing signed")
 
 
-def sign_and_show(staging: pathlib.Path, report: runner_report_pb2.RunnerReport, evidence: pathlib.Path,
-                  workspace: pathlib.Path, spec: dict, policy_path: pathlib.Path, runs: pathlib.Path,
+def sign_and_show(opts: JobOptions, staging: pathlib.Path, report: runner_report_pb2.RunnerReport,
+                  evidence: pathlib.Path, workspace: pathlib.Path, spec: dict, policy_path: pathlib.Path, runs: pathlib.Path,
                   records_dir: pathlib.Path) -> int:
     """Signs and verifies a recordable run, then publishes it: policy (if this key was enrolled), the
     run dir, the in-toto statement, and the record last, so a record never names a run that is not
     all there. Everything is prepared outside the repository first; each file is written atomically."""
     audit_before_signing(staging, evidence)
-    key = ensure_key(pathlib.Path(FLAGS.key).expanduser())
+    key = ensure_key(pathlib.Path(opts.key).expanduser())
     pub = run_lock.make_staging_dir(f"lanes-run-{report.lane_id}.publish-")
     try:
         staged_policy = pub / "policy.json"
         if policy_path.exists():
             shutil.copy2(policy_path, staged_policy)
         policy_changed = ensure_trusted(staged_policy, key)
-        staged_record = certify_cli.certify_report(staging / "runner_report.pb", key, staged_policy, pub / "records",
-                                                   FLAGS.validity_days)
-        certify_cli.verify(staged_record, staged_policy)
+        staged_record = certify.certify_report(staging / "runner_report.pb", key, staged_policy, pub / "records",
+                                               opts.validity_days)
+        certify.verify(staged_record, staged_policy)
         statement_name = staged_record.name.replace(".record.dsse.json", ".intoto.json")
-        certify_cli.export_intoto(staged_record, staged_policy, pub / "records" / statement_name)
+        certify.export_intoto(staged_record, staged_policy, pub / "records" / statement_name)
         # The hand-off a person reads, generated from the report and the record (never edited).
         run_readme.write_readme(staging, staged_record)
         if policy_changed:
@@ -261,7 +268,7 @@ def sign_and_show(staging: pathlib.Path, report: runner_report_pb2.RunnerReport,
         record_path = atomic_files.copy_file_atomic(staged_record, records_dir / staged_record.name)
     finally:
         shutil.rmtree(pub, ignore_errors=True)
-    record = certify_cli.verify(record_path, policy_path)
+    record = certify.verify(record_path, policy_path)
     print(f"certify: report {run_dir.relative_to(workspace)}/runner_report.json")
     print(f"certify: record {record_path.relative_to(workspace)} verified: scope {record.scope.lane_id}, "
           f"issuer {record.issuer[:16]}..., expires {record.expires_at}")
@@ -271,10 +278,11 @@ def sign_and_show(staging: pathlib.Path, report: runner_report_pb2.RunnerReport,
     return 0
 
 
-def main(argv: list[str]) -> int:
-    del argv
+def main(opts: JobOptions) -> int:
+    """The job's exit status: 0 signed and published, 1 not recordable, 2 cannot go on (the message
+    says why), 3 a write under evidence/ failed (nothing was published partially)."""
     try:
-        return run_job()
+        return run_job(opts)
     except (MainJobError, CertifyError, model_store.ModelStoreError, speed_floors.PolicyFloorsError) as err:
         print(f"certify: {err}", file=sys.stderr)
         return 2
@@ -282,7 +290,3 @@ def main(argv: list[str]) -> int:
         print(f"certify: {err}; nothing was published partially (each file under evidence/ is old or new, "
               "never half-written)", file=sys.stderr)
         return 3
-
-
-if __name__ == "__main__":
-    app.run(main)

@@ -14,8 +14,8 @@ import stat
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from tools.certify import dsse
-from tools.certify.errors import KeyFileError, KeyLocationError
+from tools.policy import dsse
+from tools.policy.errors import KeyFileError, KeyLocationError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from proto import certification_pb2
-from tools.certify.errors import (
+from tools.policy.errors import (
     BadSignatureError,
     MalformedEnvelopeError,
     MalformedInputError,

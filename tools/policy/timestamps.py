@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from tools.certify.errors import BadTimestampError
+from tools.policy.errors import BadTimestampError
 
 UTC = dt.timezone.utc
 

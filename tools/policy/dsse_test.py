@@ -6,8 +6,8 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tools.certify import dsse
-from tools.certify.errors import BadSignatureError, MalformedEnvelopeError, UnknownKeyError
+from tools.policy import dsse
+from tools.policy.errors import BadSignatureError, MalformedEnvelopeError, UnknownKeyError
 
 PAYLOAD_TYPE = "http://example.com/HelloWorld"
 

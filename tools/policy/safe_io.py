@@ -13,8 +13,8 @@ import os
 import pathlib
 import stat
 
-from tools.certify import dsse
-from tools.certify.errors import InputTooLargeError, MalformedInputError, NotRegularFileError, UnreadableInputError
+from tools.policy import dsse
+from tools.policy.errors import InputTooLargeError, MalformedInputError, NotRegularFileError, UnreadableInputError
 
 # 1 MiB: a signed record is a few KB, a policy with a thousand keys a few hundred KB.
 MAX_INPUT_BYTES = 1 << 20

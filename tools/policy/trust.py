@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from proto import admission_pb2
-from tools.certify import dsse, timestamps
-from tools.certify.errors import KeyOutsideValidityError, PolicyError
+from tools.policy import dsse, timestamps
+from tools.policy.errors import KeyOutsideValidityError, PolicyError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,9 +16,8 @@ import pathlib
 from google.protobuf import json_format
 
 from proto import admission_pb2
-from tools.admission import safe_io
-from tools.certify import dsse, trust
-from tools.certify.errors import CertifyError, PolicyError
+from tools.policy import dsse, safe_io, trust
+from tools.policy.errors import CertifyError, PolicyError
 
 POLICY_SCHEMA_VERSION = 1
 

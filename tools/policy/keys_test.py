@@ -4,8 +4,8 @@ import stat
 
 import pytest
 
-from tools.certify import dsse, keys
-from tools.certify.errors import KeyFileError, KeyLocationError
+from tools.policy import dsse, keys
+from tools.policy.errors import KeyFileError, KeyLocationError
 
 
 def test_generate_and_load(tmp_path):

@@ -1,0 +1,144 @@
+"""Certification: signing runner reports into records, verifying records, in-toto export.
+
+Signing refuses a report that is not recordable and a key the policy does not trust (now and at the
+record's issue time): a record admission would refuse is useless, so it is refused here first.
+`certify_cli.py` is the command line over these functions; the main job (tools/job) calls them too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import pathlib
+
+from google.protobuf import json_format
+
+from proto import certification_pb2, runner_report_pb2
+from tools.certify import intoto, records
+from tools.evidence import atomic_files
+from tools.policy import dsse, keys, safe_io, timestamps
+from tools.policy import policy as policy_lib
+from tools.policy.errors import CertifyError, IncompleteReportError, UnknownKeyError, UnreadableInputError
+
+
+def _write_atomically(path: pathlib.Path, text: str) -> None:
+    # Temp sibling + fsync + rename + dir fsync; AtomicWriteError (an OSError) names the file.
+    atomic_files.write_text_atomic(path, text)
+
+
+def _require_trusted(env: dsse.Envelope, store, policy_id: str, verify_fn, now: dt.datetime, max_age: int):
+    """A record the policy would refuse is useless; say so at signing time, not at admission."""
+    keyid = env.signatures[0].keyid
+    if keyid not in store:
+        raise UnknownKeyError(
+            f"signing key {keyid[:16]}.. is not trusted by policy {policy_id}; add it with "
+            "tools/admission/policy_tool.py --public_key=<name>.pub, or sign with a trusted key"
+        )
+    rec = verify_fn(env, store)
+    records.check_times(rec, store, now, max_age)
+    return rec
+
+
+def sign_report(
+    report_bytes: bytes, private_key, policy_id: str, validity_days: int, now: dt.datetime | None = None
+) -> tuple[certification_pb2.CertificationRecord, dsse.Envelope]:
+    """Record + envelope for a binary RunnerReport; raises NotRecordableError for a non-recordable one."""
+    report = runner_report_pb2.RunnerReport()
+    try:
+        report.ParseFromString(report_bytes)
+    except Exception as err:  # protobuf's DecodeError
+        raise UnreadableInputError(f"not a binary RunnerReport ({err}); pass the runner's .pb output") from err
+    record = records.record_from_report(
+        report, report_bytes, dsse.keyid_for(private_key), now or timestamps.now(), validity_days, policy_id
+    )
+    return record, records.sign_record(record, private_key)
+
+
+def certify_report(
+    report_path: pathlib.Path | str,
+    key_path: pathlib.Path | str,
+    policy_path: pathlib.Path | str,
+    out_dir: pathlib.Path | str,
+    validity_days: int,
+    now: dt.datetime | None = None,
+) -> pathlib.Path:
+    """Signs the report into <out_dir>/<lane>.<device-class>.record.dsse.json and returns that path.
+
+    Refuses a non-recordable report, and a key the policy does not trust (now and at issue time).
+    """
+    report_path = pathlib.Path(report_path)
+    if report_path.suffix == ".json":
+        raise UnreadableInputError(f"{report_path}: pass the binary report (.pb); its digest is what the record names")
+    try:
+        report_bytes = report_path.read_bytes()
+    except OSError as err:
+        raise UnreadableInputError(f"{report_path}: cannot read runner report ({err.strerror})") from err
+    policy = policy_lib.load_policy(policy_path)
+    store = policy_lib.validate(policy, str(policy_path))
+    now = now or timestamps.now()
+    record, env = sign_report(report_bytes, keys.load_private_key(key_path), policy.policy_id, validity_days, now)
+    _require_trusted(env, store, policy.policy_id, records.verify_record, now, policy.max_record_age_days)
+    path = pathlib.Path(out_dir) / records.record_file_name(record)
+    _write_atomically(path, dsse.envelope_to_json(env))
+    return path
+
+
+def sign_compatibility_file(
+    compat_path: pathlib.Path | str,
+    key_path: pathlib.Path | str,
+    policy_path: pathlib.Path | str,
+    out_dir: pathlib.Path | str,
+    validity_days: int,
+    now: dt.datetime | None = None,
+) -> pathlib.Path:
+    """Signs a CompatibilityRecord JSON into <out_dir>/<lanes>.<model12>.compat.dsse.json."""
+    rec = certification_pb2.CompatibilityRecord()
+    try:
+        json_format.Parse(pathlib.Path(compat_path).read_text(), rec)
+    except (OSError, json_format.ParseError) as err:
+        raise UnreadableInputError(f"{compat_path}: not a readable CompatibilityRecord JSON ({err})") from err
+    if len(set(rec.lane_ids)) < 2 or not rec.model_sha256:
+        raise IncompleteReportError(f"{compat_path}: a compatibility record needs two or more lane_ids and model_sha256")
+    policy = policy_lib.load_policy(policy_path)
+    store = policy_lib.validate(policy, str(policy_path))
+    now = now or timestamps.now()
+    key = keys.load_private_key(key_path)
+    rec.schema_version = rec.schema_version or records.COMPATIBILITY_SCHEMA_VERSION
+    rec.issuer = dsse.keyid_for(key)
+    rec.issued_at = timestamps.format_utc(now)
+    rec.expires_at = timestamps.format_utc(now + dt.timedelta(days=validity_days))
+    env = records.sign_compatibility(rec, key)
+    _require_trusted(env, store, policy.policy_id, records.verify_compatibility, now, policy.max_record_age_days)
+    model = rec.model_sha256.removeprefix("sha256:")[:12]
+    path = pathlib.Path(out_dir) / f"{'+'.join(sorted(rec.lane_ids))}.{model}.compat.dsse.json"
+    _write_atomically(path, dsse.envelope_to_json(env))
+    return path
+
+
+def verify(
+    record_path: pathlib.Path | str, policy_path: pathlib.Path | str, now: dt.datetime | None = None
+) -> certification_pb2.CertificationRecord:
+    """The record, after checking signature, schema, key window and expiry against the policy."""
+    policy = policy_lib.load_policy(policy_path)
+    store = policy_lib.validate(policy, str(policy_path))
+    try:  # a regular file under the size limit, strict JSON of bounded depth (as admission reads it)
+        env = dsse.envelope_from_json(safe_io.read_regular_file(record_path))
+    except CertifyError as err:
+        raise type(err)(f"{record_path}: {err}") from err
+    rec = records.verify_record(env, store, policy.supported_record_schema_versions)
+    records.check_times(rec, store, now or timestamps.now(), policy.max_record_age_days)
+    return rec
+
+
+def export_intoto(
+    record_path: pathlib.Path | str,
+    policy_path: pathlib.Path | str,
+    out_path: pathlib.Path | str | None = None,
+    key_path: pathlib.Path | str | None = None,
+    now: dt.datetime | None = None,
+) -> str:
+    """In-toto Statement v1 JSON of a verified record; with key_path, a signed DSSE envelope of it."""
+    rec = verify(record_path, policy_path, now)
+    text = dsse.envelope_to_json(intoto.sign_statement(rec, keys.load_private_key(key_path))) if key_path else intoto.statement_json(rec)
+    if out_path:
+        _write_atomically(pathlib.Path(out_path), text)
+    return text
