@@ -21,9 +21,11 @@ Test code (py_test sources, testonly targets, *_test.py, testdata/) may import a
 test of the evidence README signs a record with tools/certify) and is not part of the graph.
 
 Where the files come from: under `bazel test` the runfiles of //tools:layering_sources, a
-non-testonly filegroup of every Python target of tools/ (Bazel refuses a testonly dependency there,
-so the runfiles hold non-test code only); outside Bazel (`python tests/layering_test.py` or pytest
-from the repository root) the source tree, with test files found from the BUILD files.
+non-testonly py_library over the libraries of tools/ (their imports come along transitively) and
+the CLI files; Bazel refuses a testonly dependency there, so the runfiles hold non-test code only.
+Outside Bazel (`/opt/lanes-pytest tests/layering_test.py`, or `python tests/layering_test.py` from
+the repository root) the whole source tree, with test files found from the BUILD files: that mode
+also sees a file no Bazel target reaches.
 """
 
 from __future__ import annotations
@@ -257,7 +259,7 @@ def graph():
     root = repository_root()
     files = non_test_files(root)
     assert any(f.startswith("tools/job/") for f in files) and any(f.startswith("tools/runner/") for f in files), (
-        f"no tools/ sources under {root}: the test's data (//tools:layering_sources) is missing")
+        f"no tools/ sources under {root}: the test's dependency //tools:layering_sources is missing")
     packages, edges = import_graph(root, files)
     print(f"\n{len(files)} non-test files under {root}")
     print(render(packages, edges))
