@@ -5,12 +5,14 @@ Every non-test .py file under tools/ and proto/ is parsed with `ast`; each `impo
 constant or an f-string that starts with "tools.X.") becomes an edge from the file's package to X.
 The graph must have no cycle and no edge from a stage to a later one:
 
-  proto < evidence < model < runner < audit < policy < certify < admission < matrix < job
+  proto < evidence < model < runner < audit < compat < policy < certify < admission < matrix < job
 
 - model is a utility (the embedded GGUF, the model store, the float64 reference): the runner and
   everything above it may use it.
 - audit sits right above the runner: it re-derives the runner's figures and verdicts from the raw
   logs (it imports the runner's check modules), and the main job audits every run before signing.
+- compat measures a mixed-backend route and builds the (unsigned) CompatibilityRecord from the
+  runner's pieces; signing it is certify's, deciding with it admission's, so it sits below both.
 - policy is the neutral trust base under both signing and admission: error codes, RFC 3339 times,
   DSSE envelopes, key files, trust stores and reading/validating policy files. certify (signing a
   report, which refuses keys the policy does not trust) and admission (deciding routes) both build
@@ -40,7 +42,8 @@ from collections.abc import Iterable, Mapping
 import pytest
 
 # Lowest first. A package may import only packages at its own position or before it.
-STAGES = ("proto", "evidence", "model", "runner", "audit", "policy", "certify", "admission", "matrix", "job")
+STAGES = ("proto", "evidence", "model", "runner", "audit", "compat", "policy", "certify", "admission", "matrix",
+          "job")
 
 # Edges from an earlier stage to a later one that are known and waiting for a fix in a file the
 # layering work does not own, each with the fix. An entry that no longer occurs fails the test
@@ -290,10 +293,10 @@ def test_reports_a_synthetic_back_edge():
 
 
 def test_reports_a_cycle_inside_one_stage_and_an_unstaged_package():
-    edges = {("a", "b"): ["a.py:1"], ("b", "c"): ["b.py:1"], ("c", "a"): ["c.py:1"], ("job", "compat"): ["j.py:1"]}
-    problems = layering_problems({"a", "b", "c", "job", "compat"}, edges, stages=("a", "b", "c", "job"), known={})
+    edges = {("a", "b"): ["a.py:1"], ("b", "c"): ["b.py:1"], ("c", "a"): ["c.py:1"], ("job", "newpkg"): ["j.py:1"]}
+    problems = layering_problems({"a", "b", "c", "job", "newpkg"}, edges, stages=("a", "b", "c", "job"), known={})
     assert "cycle among a, b, c" in problems
-    assert any(p.startswith("package compat has no stage") for p in problems)
+    assert any(p.startswith("package newpkg has no stage") for p in problems)
 
 
 def test_reports_a_stale_known_back_edge():
