@@ -11,9 +11,11 @@ import sys
 import pytest
 
 from proto import admission_pb2, runner_report_pb2
-from tools.admission import admission, policy as policy_lib
+from tools.admission import admission
 from tools.audit import audit
-from tools.certify import dsse, records, timestamps
+from tools.certify import records
+from tools.policy import dsse, timestamps
+from tools.policy import policy as policy_lib
 
 # Under Bazel the runfiles tree; run directly (/opt/lanes-pytest), the workspace's evidence/.
 EVIDENCE = (pathlib.Path(os.environ["TEST_SRCDIR"], "lanes", "evidence") if "TEST_SRCDIR" in os.environ

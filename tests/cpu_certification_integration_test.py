@@ -13,9 +13,11 @@ import sys
 import pytest
 
 from proto import admission_pb2, runner_report_pb2
-from tools.admission import admission, policy as policy_lib, policy_tool
-from tools.certify import certify_cli, keys
+from tools.admission import admission, policy_edit
+from tools.certify import certify
 from tools.matrix import certification_status
+from tools.policy import keys
+from tools.policy import policy as policy_lib
 from tools.runner import runner
 from tools.runner.config import CHECKS, RunnerConfig
 
@@ -38,11 +40,11 @@ def certified(tmp_path_factory):
     report = runner.run(_config(tmp / "run"))
     key = keys.generate("itest", tmp / "keys")
     policy = tmp / "policy.json"
-    policy_tool.update_policy_file(policy, policy_id="itest", public_key=key.public_raw.read_bytes(), valid_days=30,
+    policy_edit.update_policy_file(policy, policy_id="itest", public_key=key.public_raw.read_bytes(), valid_days=30,
                                    required_checks=list(CHECKS), max_record_age_days=30,
                                    supported_record_schema_versions=[1],
                                    speed_floors=[("linux-x86_64-cpu", "speed.tg_tokens_per_s", 1.0)])
-    record = certify_cli.certify_report(tmp / "run" / "runner_report.pb", key.private_key, policy, tmp / "records", 30)
+    record = certify.certify_report(tmp / "run" / "runner_report.pb", key.private_key, policy, tmp / "records", 30)
     return report, record, policy, tmp
 
 
@@ -68,7 +70,7 @@ def test_every_check_passes_with_real_figures(certified):
 
 def test_record_verifies_and_admits_only_its_scope(certified):
     report, record_path, policy, tmp = certified
-    record = certify_cli.verify(record_path, policy)
+    record = certify.verify(record_path, policy)
     assert record.scope.lane_id == "linux-x86_64-cpu"
     assert record.scope.device_class == report.device_class
     status, classes, routable, _ = certification_status.policy_certifier(policy, record_path.parent)("linux-x86_64-cpu", "")

@@ -46,11 +46,9 @@ exec sleep 120
 # ---- the driver: `python fault_injection_test.py --driver ROOT` runs the main job with fake checks ----
 
 def _driver(root: pathlib.Path) -> None:
-    from absl import app
-
     from proto import runner_report_pb2 as rpb
-    from tools.certify import main_job
     from tools.evidence import atomic_files
+    from tools.job import main_job
     from tools.runner import artifact_integrity, runner
 
     CR = rpb.CheckResult
@@ -111,9 +109,9 @@ def _driver(root: pathlib.Path) -> None:
     main_job.audit_before_signing = lambda staging, evidence: None
     os.chdir(root / "rf")  # lanes/spec.json, lanes/availability.json as in Bazel's runfiles
     ws = os.environ.get("FAULT_WS", str(root / "ws"))
-    app.run(main_job.main, argv=["main_job", "--lane=cpu", f"--lane_dir={root / 'lane'}",
-                                 f"--evidence={root / 'cpu.evidence.pb'}", "--model=model.gguf", f"--model_store={root}", "--publish",
-                                 f"--workspace={ws}", f"--key={root / 'keys' / 'lanes-issuer.key'}"])
+    sys.exit(main_job.main(main_job.JobOptions(
+        lane="cpu", lane_dir=str(root / "lane"), evidence=str(root / "cpu.evidence.pb"), model="model.gguf",
+        model_store=str(root), publish=True, workspace=ws, key=str(root / "keys" / "lanes-issuer.key"))))
 
 
 # ---- helpers ------------------------------------------------------------------------------------

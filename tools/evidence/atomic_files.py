@@ -24,7 +24,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 
-from tools.runner import run_lock as proc_info  # process identity (pid + start time)
+from tools.evidence import process_identity as proc_info  # pid + start time
 
 _TMP_MARK = ".lanes-tmp-"
 _OLD_MARK = ".lanes-old-"

@@ -8,8 +8,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proto import runner_report_pb2 as rpb
-from tools.certify import dsse, records, sample_reports
+from tools.certify import records, sample_reports
 from tools.evidence import run_readme
+from tools.policy import dsse
 
 CMD = "$ /lanes/cpu/bin/test-backend-ops test -b CPU -o ADD,FLASH_ATTN_EXT"
 

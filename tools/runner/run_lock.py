@@ -40,6 +40,8 @@ import tempfile
 import time
 import uuid
 
+from tools.evidence.process_identity import same_process, start_time
+
 LOCK_DIR_ENV = "LANES_RUNNER_LOCK_DIR"
 RUN_ID_ENV = "LANES_RUN_ID"
 KEPT_MARKER = ".lanes-kept"  # a finished run's staging dir kept for inspection: not swept
@@ -49,37 +51,7 @@ STAGING_RE = re.compile(r"^lanes-(?:runner|remote-run|run-[A-Za-z0-9_.-]+?)-p(\d
 _LINUX = sys.platform.startswith("linux")
 
 
-# ---- process identity ---------------------------------------------------------------------------
-
-def _proc_stat(pid: int) -> list[str] | None:
-    try:
-        text = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2:].split()  # fields from 3 (state) on; comm may contain spaces
-
-
-def start_time(pid: int) -> int | None:
-    """When `pid` started (Linux: clock ticks since boot, /proc/<pid>/stat field 22; elsewhere: epoch
-    seconds from ps), None if there is no such live process. With the pid it names one process:
-    a reused pid has a later start time."""
-    if _LINUX or os.path.isdir("/proc/self"):
-        f = _proc_stat(pid)
-        if f is None or f[0] in ("Z", "X"):  # a zombie has exited; it only awaits reaping
-            return None
-        return int(f[19])
-    try:
-        out = subprocess.run(["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if not out.strip():
-        return None
-    return int(time.mktime(time.strptime(out.strip(), "%a %b %d %H:%M:%S %Y")))
-
-
-def same_process(pid: int, start: int) -> bool:
-    return pid > 0 and start_time(pid) == start
-
+# ---- process identity (tools/evidence/process_identity.py: the evidence writer needs it too) -----
 
 def cmdline(pid: int) -> list[str]:
     try:
