@@ -380,23 +380,51 @@ def _decide_node(node, by_scope, by_lane, failed, policy, route, compat_labels=(
     return lane
 
 
-def _compatibility_refusal(rec, lanes, model, admitted) -> str:
-    """Why a verified, current compatibility record does not cover this route; empty when it does."""
+def _compatibility_refusal(rec, lanes, model, admitted, policy=None) -> str:
+    """Why a verified, current compatibility record does not cover this route; empty when it does.
+
+    It must name exactly the route's lanes and model, each admitted node's certified record, device
+    class and build evidence (it was measured with exactly those), and meet its own tolerances and
+    the policy's compatibility bounds."""
     if sorted(rec.lane_ids) != lanes:
         return f"covers lanes {sorted(rec.lane_ids)}, route needs exactly {lanes}"
     if not model or _norm_digest(rec.model_sha256) != model:
         return f"for model {rec.model_sha256 or '(none)'}, route model is {model or '(none)'}"
     t = rec.tolerances
     if not (rec.kl_divergence <= t.max_kl_divergence and rec.top1_agreement >= t.min_top1_agreement
-            and rec.max_abs_delta_logit <= t.max_abs_delta_logit):
+            and rec.max_abs_delta_logit <= t.max_abs_delta_logit and rec.greedy_agreement >= t.min_greedy_agreement):
         return (f"measured kl {rec.kl_divergence:g} / top1 {rec.top1_agreement:g} / max|dlogit| "
-                f"{rec.max_abs_delta_logit:g} outside its own tolerances {t.max_kl_divergence:g} / "
-                f"{t.min_top1_agreement:g} / {t.max_abs_delta_logit:g}")
+                f"{rec.max_abs_delta_logit:g} / greedy {rec.greedy_agreement:g} outside its own tolerances "
+                f"{t.max_kl_divergence:g} / {t.min_top1_agreement:g} / {t.max_abs_delta_logit:g} / {t.min_greedy_agreement:g}")
+    if policy is not None and policy.HasField("compatibility"):
+        b = policy.compatibility
+        if not (rec.kl_divergence <= b.max_mean_kl and rec.top1_agreement >= b.min_top1_agreement
+                and rec.max_abs_delta_logit <= b.max_abs_delta_logit and rec.greedy_agreement >= b.min_greedy_agreement):
+            return (f"measured kl {rec.kl_divergence:g} / top1 {rec.top1_agreement:g} / max|dlogit| "
+                    f"{rec.max_abs_delta_logit:g} / greedy {rec.greedy_agreement:g} outside the policy's compatibility "
+                    f"bounds {b.max_mean_kl:g} / {b.min_top1_agreement:g} / {b.max_abs_delta_logit:g} / {b.min_greedy_agreement:g}")
+    by_lane = {entry.lane_id: entry for entry in rec.lanes}
     for cert in admitted:
         for field in ("upstream_commit", "patch_stack_digest"):
             if getattr(rec, field) and getattr(rec, field) != getattr(cert, field):
                 return f"{field} {getattr(rec, field)[:16]} != certified lane {cert.scope.lane_id}'s {getattr(cert, field)[:16]}"
+        lane_id = cert.scope.lane_id
+        entry = by_lane.get(lane_id)
+        if entry is None:
+            return f"names no device class or build evidence for lane {lane_id}: it cannot bind the route's nodes"
+        if scope_key(lane_id, entry.device_class) != scope_key(lane_id, cert.scope.device_class):
+            return (f"measured lane {lane_id} on device class {_dc_label(entry.device_class)}, the route's node is "
+                    f"certified on {_dc_label(cert.scope.device_class)}")
+        if entry.build_evidence_digest != cert.build_evidence_digest:
+            return (f"measured lane {lane_id} built as {entry.build_evidence_digest[:23]}, the route's node runs "
+                    f"{cert.build_evidence_digest[:23]}")
+        if cert.record_id not in rec.certification_record_ids:
+            return f"does not name lane {lane_id}'s certification record {cert.record_id[:16]}"
     return ""
+
+
+def _dc_label(dc: runner_report_pb2.DeviceClass) -> str:
+    return "/".join(v for v in (dc.backend, dc.vendor, dc.device_name, dc.compute_capability, dc.driver_major) if v) or "(none)"
 
 
 def decide(
@@ -460,7 +488,7 @@ def decide(
         covered = False
         for item in compat_items:
             c = _check(item, records.verify_compatibility, store, policy, now, cache)
-            why = f"{c.refusal_code}: {c.refusal}" if c.record is None else _compatibility_refusal(c.record, lanes, model, admitted)
+            why = f"{c.refusal_code}: {c.refusal}" if c.record is None else _compatibility_refusal(c.record, lanes, model, admitted, policy)
             if not why:
                 covered = True
                 break

@@ -7,7 +7,7 @@ import re
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from proto import certification_pb2
+from proto import admission_pb2, certification_pb2
 from tools.admission import admission
 from tools.certify import records, sample_reports
 from tools.policy import dsse
@@ -216,25 +216,53 @@ def test_newest_good_record_wins_over_bad_ones(policy, key):
     assert d.routable and len(d.input_record_digests) == 3
 
 
-def _compat(key, lanes=(CPU, GPU), model=MODEL, mutate=None):
+def _compat(key, lanes=(CPU, GPU), model=MODEL, mutate=None, certs=None):
+    """A compatibility record measured with exactly the certified records `certs` (the two_lanes ones)."""
     rec = certification_pb2.CompatibilityRecord(
         schema_version=1, lane_ids=list(lanes), model_sha256=model,
         upstream_commit="0c1e57098bba43ac29e6e3b677cdceebdd22334f",
-        kl_divergence=0.001, top1_agreement=0.99, max_abs_delta_logit=0.05,
+        kl_divergence=0.001, top1_agreement=0.99, max_abs_delta_logit=0.05, greedy_agreement=1.0,
         issuer=dsse.keyid_for(key), issued_at="2026-03-01T12:00:00Z", expires_at="2026-04-01T12:00:00Z",
     )
     rec.tolerances.max_kl_divergence = 0.01
     rec.tolerances.min_top1_agreement = 0.95
     rec.tolerances.max_abs_delta_logit = 0.5
+    rec.tolerances.min_greedy_agreement = 1.0
+    for env in certs or _TWO_LANE_ENVS:
+        cert = certification_pb2.CertificationRecord.FromString(env.payload)
+        rec.lanes.add(lane_id=cert.scope.lane_id, device_class=cert.scope.device_class,
+                      build_evidence_digest=cert.build_evidence_digest, server_device="X0")
+        rec.certification_record_ids.append(cert.record_id)
     if mutate:
         mutate(rec)
     return records.sign_compatibility(rec, key)
 
 
+_TWO_LANE_ENVS: list = []
+
+
 @pytest.fixture(scope="module")
 def two_lanes(key):
     a, b = sample_reports.make_report(CPU), sample_reports.make_report(GPU)
-    return [signed(a, key), signed(b, key)], [sample_reports.node_for(a), sample_reports.node_for(b)]
+    envs = [signed(a, key), signed(b, key)]
+    _TWO_LANE_ENVS[:] = envs
+    return envs, [sample_reports.node_for(a), sample_reports.node_for(b)]
+
+
+def _other_device(rec):
+    rec.lanes[1].device_class.device_name = "NVIDIA H100"
+
+
+def _other_build(rec):
+    rec.lanes[1].build_evidence_digest = "sha256:" + "9" * 64
+
+
+def _other_record(rec):
+    rec.certification_record_ids[1] = "f" * 64
+
+
+def _no_lanes(rec):
+    del rec.lanes[:]
 
 
 def test_two_lane_route_without_compatibility_refused(policy, two_lanes):
@@ -261,11 +289,31 @@ def test_two_lane_route_with_compatibility_accepted(policy, key, two_lanes):
         lambda key: _compat(key, mutate=lambda r: setattr(r, "expires_at", "2026-03-01T13:00:00Z")),
         lambda key: _compat(key, mutate=lambda r: setattr(r, "top1_agreement", 0.5)),  # outside its tolerances
         lambda key: _compat(key, mutate=lambda r: setattr(r, "upstream_commit", "deadbeef")),
+        lambda key: _compat(key, mutate=lambda r: setattr(r, "greedy_agreement", 0.75)),  # below its tolerance
+        lambda key: _compat(key, mutate=_other_device),  # measured on another device class
+        lambda key: _compat(key, mutate=_other_build),  # measured with another build of the lane
+        lambda key: _compat(key, mutate=_other_record),  # names another certification record
+        lambda key: _compat(key, mutate=_no_lanes),  # binds no device class at all
     ],
 )
 def test_two_lane_route_with_unfit_compatibility_refused(policy, key, two_lanes, make):
     envs, nodes = two_lanes
     assert_refused(decide(policy, envs, nodes, compat=[make(key)]), "mixed-backends-without-compatibility")
+
+
+def test_policy_compatibility_bounds_refuse_a_looser_record(policy, key, two_lanes):
+    envs, nodes = two_lanes
+    strict = admission_pb2.AdmissionPolicy()
+    strict.CopyFrom(policy)
+    strict.compatibility.max_mean_kl = 1e-4  # the record measured 1e-3 (within its own 1e-2)
+    strict.compatibility.min_top1_agreement = 0.9
+    strict.compatibility.max_abs_delta_logit = 1.0
+    strict.compatibility.min_greedy_agreement = 1.0
+    d = decide(strict, envs, nodes, compat=[_compat(key)])
+    assert_refused(d, "mixed-backends-without-compatibility")
+    assert "outside the policy's compatibility bounds" in " ".join(d.reasons)
+    strict.compatibility.max_mean_kl = 1e-2
+    assert decide(strict, envs, nodes, compat=[_compat(key)]).routable
 
 
 def test_compatibility_record_is_not_a_certification_record(policy, key):

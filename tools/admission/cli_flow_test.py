@@ -1,11 +1,13 @@
 """The user flow through the library functions behind the CLIs: keygen -> policy_edit -> certify_report -> admission."""
 
+import base64
 import datetime as dt
 import json
 
 import pytest
 from google.protobuf import json_format
 
+from proto import certification_pb2
 from tools.admission import admission, admission_files, policy_edit
 from tools.certify import certify, sample_reports
 from tools.policy import keys, timestamps
@@ -94,8 +96,16 @@ def test_sign_then_admit_through_files(tmp_path):
     assert two.reasons[0].startswith(admission.MIXED_WITHOUT_COMPATIBILITY + ":")
 
     compat = {"lane_ids": [CPU, GPU], "model_sha256": sample_reports.MODEL_SHA256, "kl_divergence": 0.001,
-              "top1_agreement": 0.99, "tolerances": {"max_kl_divergence": 0.01, "min_top1_agreement": 0.95,
-                                                       "max_abs_delta_logit": 1.0}}
+              "top1_agreement": 0.99, "greedy_agreement": 1.0,
+              "tolerances": {"max_kl_divergence": 0.01, "min_top1_agreement": 0.95, "max_abs_delta_logit": 1.0,
+                             "min_greedy_agreement": 1.0},
+              "lanes": [], "certification_record_ids": []}
+    for path in sorted(records_dir.glob("*.record.dsse.json")):  # the route's lanes as certified
+        cert = certification_pb2.CertificationRecord.FromString(
+            base64.b64decode(json.loads(path.read_text())["payload"]))
+        compat["lanes"].append({"lane_id": cert.scope.lane_id, "build_evidence_digest": cert.build_evidence_digest,
+                                "device_class": json_format.MessageToDict(cert.scope.device_class)})
+        compat["certification_record_ids"].append(cert.record_id)
     (tmp_path / "compat.json").write_text(json.dumps(compat))
     certify.sign_compatibility_file(tmp_path / "compat.json", files.private_key, policy_path, records_dir, 30)
     two, _ = admission_files.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256, "r",
