@@ -88,7 +88,16 @@ def matrix(spec: dict[str, Any], availability: dict[str, Any], bazel_bin: pathli
     return rows
 
 
-def render_text(rows: list[LaneRow]) -> str:
+def _pair_lines(pairs: list[dict]) -> list[str]:
+    lines = []
+    for p in pairs:
+        lanes = " + ".join(p["lanes"]) or p["source"]
+        lines.append(f"{lanes}  model {p['model_sha256'][:12] or '-'}  "
+                     f"{'routable' if p['routable'] else 'not routable'}  {'; '.join(p['device_classes'])}  {p['detail']}")
+    return lines
+
+
+def render_text(rows: list[LaneRow], pairs: list[dict] | None = None) -> str:
     header = ("lane", "target", "build", "certification", "routable", "detail")
     table = [header] + [
         (r.lane_id, r.alias or "-", r.build_status,
@@ -101,11 +110,14 @@ def render_text(rows: list[LaneRow]) -> str:
     lines = []
     for row in table:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+    # Mixed-backend routes: admitted only with a compatibility record for exactly that pair.
+    lines += ["", "mixed-backend routes (compatibility records):"] + (_pair_lines(pairs) or ["  none"]) if pairs is not None else []
     return "\n".join(lines)
 
 
-def render_json(rows: list[LaneRow], host: dict[str, Any]) -> str:
-    return json.dumps({"host": host, "lanes": [r.to_json() for r in rows]}, indent=2, sort_keys=True)
+def render_json(rows: list[LaneRow], host: dict[str, Any], pairs: list[dict] | None = None) -> str:
+    return json.dumps({"host": host, "lanes": [r.to_json() for r in rows], "compatibility": pairs or []},
+                      indent=2, sort_keys=True)
 
 
 _CSS = """
@@ -120,7 +132,7 @@ th{background:#f5f6f8}.pill{border-radius:999px;padding:.1rem .55rem;font-weight
 """
 
 
-def render_html(rows: list[LaneRow], host: dict[str, Any]) -> str:
+def render_html(rows: list[LaneRow], host: dict[str, Any], pairs: list[dict] | None = None) -> str:
     def pill(text: str, cls: str) -> str:
         return f'<span class="pill {cls}">{html.escape(text)}</span>'
 
@@ -145,5 +157,20 @@ def render_html(rows: list[LaneRow], host: dict[str, Any]) -> str:
         "Build status is verified against build evidence; certification only from signed records that "
         "verify under the policy. Building never makes a lane routable.</p>"
         "<table><tr><th>lane</th><th>build</th><th>certification</th><th>routable under policy</th></tr>"
-        + "".join(body) + "</table></body></html>\n"
+        + "".join(body) + "</table>" + _pairs_html(pairs or [], pill) + "</body></html>\n"
     )
+
+
+def _pairs_html(pairs: list[dict], pill) -> str:
+    rows = "".join(
+        "<tr>"
+        f"<td><b>{html.escape(' + '.join(p['lanes']) or p['source'])}</b><div class=detail>model "
+        f"{html.escape(p['model_sha256'][:12] or '-')}</div></td>"
+        f"<td><div class=detail>{'<br>'.join(html.escape(d) for d in p['device_classes'])}</div></td>"
+        f"<td>{pill('routable' if p['routable'] else 'not routable', 'BUILT' if p['routable'] else 'UNAVAILABLE')}"
+        f"<div class=detail>{html.escape(p['detail'])}</div></td></tr>"
+        for p in pairs)
+    return ("<h2>Mixed-backend routes</h2><p class=detail>A route whose nodes run different lanes is admitted only "
+            "with a signed compatibility record measured on that route, for exactly those lanes, device classes "
+            "and model.</p><table><tr><th>lanes</th><th>device classes</th><th>under policy</th></tr>"
+            + (rows or "<tr><td colspan=3>none</td></tr>") + "</table>")

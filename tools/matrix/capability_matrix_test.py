@@ -71,7 +71,9 @@ def test_renderings_carry_every_lane(tmp_path):
     assert "linux-x86_64-cpu" in text and "BUILT" in text and "dark" in text
     assert '"build_status": "UNAVAILABLE"' in cm.render_json(rows, AVAIL["host"])
     page = cm.render_html(rows, AVAIL["host"])
-    assert page.count("<tr>") == 1 + len(SPEC["lanes"]) and "no hipcc" in page
+    lanes_table, pairs_table = page.split("<h2>Mixed-backend routes</h2>")
+    assert lanes_table.count("<tr>") == 1 + len(SPEC["lanes"]) and "no hipcc" in page
+    assert "none" in pairs_table  # no compatibility record given: the section says so
 
 
 if __name__ == "__main__":

@@ -98,3 +98,54 @@ def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path) -> Ce
         return CERTIFIED, classes, routable, "; ".join(notes)
 
     return certify
+
+
+def compatibility_pairs(policy_path: pathlib.Path, records_dir: pathlib.Path) -> list[dict]:
+    """One row per compatibility record: the lanes, model and device classes it was measured with,
+    and whether admission routes that mixed pipeline under the policy (else the reason).
+
+    The probe route has one node per lane, each exactly the certified record the compatibility
+    record names, so the verdict is admission's own for the route the record was measured on."""
+    if not policy_path.exists() or not records_dir.is_dir():
+        return []
+    policy = policy_lib.load_policy(policy_path)
+    store = policy_lib.validate(policy, str(policy_path))
+    certs, compats, _unreadable = admission.load_records_dir(records_dir)
+    by_id = {}
+    for item in certs:
+        try:
+            record = records_lib.verify_record(item.envelope, store, policy.supported_record_schema_versions or None)
+        except (CertifyError, ValueError):
+            continue
+        by_id[record.record_id] = (item, record)
+    now = timestamps.now()
+    rows = []
+    for item in compats:
+        row = {"source": str(item.source), "lanes": [], "model_sha256": "", "device_classes": [], "routable": False,
+               "detail": ""}
+        try:
+            rec = records_lib.verify_compatibility(item.envelope, store)
+        except (CertifyError, ValueError) as err:
+            row["detail"] = f"does not verify: {err}"
+            rows.append(row)
+            continue
+        row.update(lanes=sorted(rec.lane_ids), model_sha256=rec.model_sha256,
+                   device_classes=[f"{e.lane_id}: {describe_device_class(e.device_class)}" for e in rec.lanes])
+        named = [by_id[r] for r in rec.certification_record_ids if r in by_id]
+        if len(named) != len(rec.certification_record_ids) or not named:
+            row["detail"] = "names certification records that are not here or do not verify"
+            rows.append(row)
+            continue
+        nodes = [_node_for(r) for _, r in named]
+        for node in nodes:
+            node.node_id = f"matrix-probe-{node.lane_id}"
+        route = admission.route_from_nodes(nodes, rec.model_sha256, "matrix-compat",
+                                           recipe=named[0][1].recipe if named[0][1].HasField("recipe") else None,
+                                           model_shard_sha256=[s.sha256 for s in named[0][1].model.shards])
+        decision = admission.decide(policy, [i for i, _ in named], [item], route, now, trust_store=store)
+        row["routable"] = decision.routable
+        row["detail"] = (f"record expires {rec.expires_at}; max|dlogit| {rec.max_abs_delta_logit:.3g}, mean KL "
+                         f"{rec.kl_divergence:.3g}, top-1 {rec.top1_agreement:.3f}, greedy {rec.greedy_agreement:.2f}"
+                         if decision.routable else "; ".join(decision.reasons))
+        rows.append(row)
+    return rows

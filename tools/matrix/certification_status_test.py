@@ -94,5 +94,54 @@ def test_records_of_other_lanes_leave_the_lane_dark(tmp_path):
     assert certifier("linux-x86_64-cuda", "sha256:" + "34" * 32)[:3] == (cm.DARK, [], False)
 
 
+def _certify_pair(tmp_path: pathlib.Path, compat_mutate=None) -> tuple[pathlib.Path, pathlib.Path]:
+    """Two lanes certified by one trusted key, and a compatibility record measured with exactly them."""
+    from proto import certification_pb2
+    key = Ed25519PrivateKey.generate()
+    now = timestamps.now()
+    policy = sample_reports.make_policy()
+    policy.trusted_keys.append(sample_reports.trusted_key(key, now - dt.timedelta(days=1), now + dt.timedelta(days=365)))
+    policy_path = tmp_path / "policy.json"
+    policy_path.write_text(policy_lib.policy_to_json(policy))
+    records_dir = tmp_path / "records"
+    records_dir.mkdir()
+    compat = certification_pb2.CompatibilityRecord(
+        schema_version=1, model_sha256=sample_reports.MODEL_SHA256, kl_divergence=1e-6, top1_agreement=1.0,
+        max_abs_delta_logit=1e-3, greedy_agreement=1.0, issuer=dsse.keyid_for(key),
+        issued_at=timestamps.format_utc(now - dt.timedelta(minutes=1)),
+        expires_at=timestamps.format_utc(now + dt.timedelta(days=30)))
+    compat.tolerances.max_kl_divergence, compat.tolerances.min_top1_agreement = 1e-4, 1.0
+    compat.tolerances.max_abs_delta_logit, compat.tolerances.min_greedy_agreement = 0.05, 1.0
+    for lane in ("linux-x86_64-cuda", "linux-x86_64-vulkan"):
+        report = sample_reports.make_report(lane)
+        data = report.SerializeToString(deterministic=True)
+        record = records.record_from_report(report, data, dsse.keyid_for(key), now - dt.timedelta(minutes=1), 30,
+                                            policy.policy_id)
+        (records_dir / records.record_file_name(record)).write_text(dsse.envelope_to_json(records.sign_record(record, key)))
+        compat.lane_ids.append(lane)
+        compat.lanes.add(lane_id=lane, device_class=record.scope.device_class,
+                         build_evidence_digest=record.build_evidence_digest)
+        compat.certification_record_ids.append(record.record_id)
+    if compat_mutate:
+        compat_mutate(compat)
+    (records_dir / "pair.compat.dsse.json").write_text(dsse.envelope_to_json(records.sign_compatibility(compat, key)))
+    return policy_path, records_dir
+
+
+def test_matrix_shows_a_routable_pair(tmp_path):
+    (pair,) = cs.compatibility_pairs(*_certify_pair(tmp_path))
+    assert pair["lanes"] == ["linux-x86_64-cuda", "linux-x86_64-vulkan"] and pair["routable"], pair
+    assert "greedy 1.00" in pair["detail"]
+    text = cm.render_text([], [pair])
+    assert "linux-x86_64-cuda + linux-x86_64-vulkan" in text and "routable" in text
+
+
+def test_matrix_shows_a_pair_outside_its_tolerances_as_not_routable(tmp_path):
+    def worse(rec):
+        rec.kl_divergence = 1e-3
+    (pair,) = cs.compatibility_pairs(*_certify_pair(tmp_path, worse))
+    assert not pair["routable"] and "outside its own tolerances" in pair["detail"]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -13,9 +13,10 @@ def render(workspace: pathlib.Path, spec: dict[str, Any], availability: dict[str
            records: pathlib.Path, as_json: bool = False, html_out: pathlib.Path | None = None) -> str:
     certifier = certification_status.policy_certifier(policy, records)
     rows = capability_matrix.matrix(spec, availability, workspace / "bazel-bin", certifier)
+    pairs = certification_status.compatibility_pairs(policy, records)
     if html_out is not None:
         # evidence/matrix.html: atomic, a reader never sees half a page.
-        atomic_files.write_text_atomic(html_out, capability_matrix.render_html(rows, availability["host"]))
+        atomic_files.write_text_atomic(html_out, capability_matrix.render_html(rows, availability["host"], pairs))
     if as_json:
-        return capability_matrix.render_json(rows, availability["host"])
-    return capability_matrix.render_text(rows)
+        return capability_matrix.render_json(rows, availability["host"], pairs)
+    return capability_matrix.render_text(rows, pairs)
