@@ -41,7 +41,8 @@ class NestedBazel:
                               timeout=600, check=False)
 
     def rocm(self, **env: str) -> dict:
-        proc = self.run("build", "@lane_sdks//:sdks.json", **env)
+        # --symlink_prefix=/: leave the workspace's bazel-* links to the user's own output base.
+        proc = self.run("build", "--symlink_prefix=/", "@lane_sdks//:sdks.json", **env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads((self.output_base / "external/lane_sdks/sdks.json").read_text())["sdks"]["rocm"]
 
