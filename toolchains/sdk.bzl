@@ -6,6 +6,13 @@ def sdk_for_lane(lane, sdks, host):
     """Returns the SDK dict for a lane: status, reason, name, plus build env and cache entries.
 
     A lane for another OS or CPU than this host is UNAVAILABLE whatever SDKs are installed.
+
+    Args:
+      lane: a lane of the spec (lanes/lanes.bzl).
+      sdks: SDKS of @lane_sdks//:sdks.bzl.
+      host: HOST of @lane_sdks//:sdks.bzl.
+    Returns:
+      the lane's SDK dict, with env, cache_entries and build_data when it is AVAILABLE.
     """
     host_os = "darwin" if host["os"].startswith("mac") else host["os"].split(" ")[0]
     host_arch = _ARCH_ALIASES.get(host["arch"], host["arch"])
@@ -47,6 +54,7 @@ def _vulkan_build(sdk):
         root = "$EXT_BUILD_ROOT/external/vulkan_sdk"
         include = root + "/usr/include"
         library = root + "/usr/lib/x86_64-linux-gnu/libvulkan.so"
+
         # bin/glslc runs usr/bin/glslc with the unpacked libshaderc.so.1 (the host has none).
         glslc = root + "/bin/glslc"
         spirv = root + "/usr/share/cmake/SPIRV-Headers"

@@ -11,14 +11,26 @@ CUDA_MODES = ["hermetic", "local"]
 CUDA_ENVIRON = ["CUDA_PATH", "PATH", "LANES_CUDA_MODE", "LANES_CUDA_ALLOW_VERSION_MISMATCH"]
 
 def cuda_mode(rctx):
-    """LANES_CUDA_MODE (default hermetic); returns (mode, error), error "" when the mode is known."""
+    """Reads LANES_CUDA_MODE (default hermetic).
+
+    Args:
+      rctx: a repository context.
+    Returns:
+      (mode, error): error is "" when the mode is one of CUDA_MODES.
+    """
     mode = rctx.os.environ.get("LANES_CUDA_MODE", "hermetic")
     if mode not in CUDA_MODES:
         return mode, "LANES_CUDA_MODE must be {}, not {}".format(" or ".join(CUDA_MODES), mode)
     return mode, ""
 
 def parse_wheel_lock(text):
-    """`name==version --hash=sha256:<hex>` lines -> [{name, version, sha256}]."""
+    """Parses the CUDA wheel lock.
+
+    Args:
+      text: `name==version --hash=sha256:<hex>` lines; '#' lines are comments.
+    Returns:
+      [{name, version, sha256}], in lock order.
+    """
     entries = []
     for line in text.splitlines():
         line = line.strip()
@@ -51,7 +63,13 @@ def _first_lib(rctx, root, pattern):
     return res.stdout.strip().rsplit("/", 1)[-1]
 
 def find_local_cuda(rctx):
-    """The first working local toolkit: {root, nvcc, version, cudart, cublas}, or {error}."""
+    """Finds the first working local toolkit ($CUDA_PATH, /usr/local/cuda, PATH).
+
+    Args:
+      rctx: a repository context.
+    Returns:
+      {root, nvcc, version, cudart, cublas}, or a dict with `error` (what is missing).
+    """
     for nvcc in _nvcc_candidates(rctx):
         if not rctx.path(nvcc).exists:
             continue

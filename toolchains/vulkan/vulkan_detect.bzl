@@ -13,7 +13,13 @@ _LIB_DIRS = ["lib/x86_64-linux-gnu", "lib64", "lib"]
 _SPIRV_CONFIG_DIRS = ["share/cmake/SPIRV-Headers", "lib/cmake/SPIRV-Headers", "lib/x86_64-linux-gnu/cmake/SPIRV-Headers"]
 
 def parse_deb_lock(text):
-    """Parses `<package> <version> <architecture> <sha256>` lines (fetch_debs.py checks them fully)."""
+    """Parses a Debian package lock (fetch_debs.py validates it fully when fetching).
+
+    Args:
+      text: `<package> <version> <architecture> <sha256>` lines; '#' starts a comment.
+    Returns:
+      [{name, version, architecture, sha256}], in lock order.
+    """
     entries = []
     for line in text.splitlines():
         fields = [f for f in line.split("#", 1)[0].replace("\t", " ").split(" ") if f]
@@ -26,6 +32,7 @@ def parse_deb_lock(text):
 def _hermetic(rctx, lock_label):
     lock = parse_deb_lock(rctx.read(lock_label))
     pins = {e["name"]: e["version"] for e in lock}
+
     # 1.3.239.0-1 -> 1.3.239 (the Vulkan header version the lane builds against).
     version = ".".join(pins["libvulkan-dev"].split("-")[0].split(".")[:3])
     return sdk_available(
