@@ -46,23 +46,18 @@ def _hermetic(rctx, lock_label):
     )
 
 def _header_version(rctx, header):
-    version = ""
+    """1.3.239 from vulkan_core.h: VK_HEADER_VERSION_COMPLETE's major.minor, VK_HEADER_VERSION."""
+    complete, patch = "", ""
     for line in rctx.read(header).splitlines():
         if line.startswith("#define VK_HEADER_VERSION_COMPLETE"):
-            version = line.split("VK_MAKE_API_VERSION(")[-1].rstrip(")").replace(" ", "")
-        elif line.startswith("#define VK_HEADER_VERSION ") and not version:
-            version = line.split()[-1]
-    parts = version.split(",")
-
-    # VK_MAKE_API_VERSION(0, 1, 3, VK_HEADER_VERSION) -> 1.3.<VK_HEADER_VERSION>
-    if len(parts) == 4:
-        patch = parts[3]
-        if not patch.isdigit():
-            for line in rctx.read(header).splitlines():
-                if line.startswith("#define VK_HEADER_VERSION "):
-                    patch = line.split()[-1]
+            # VK_MAKE_API_VERSION(0, 1, 3, VK_HEADER_VERSION)
+            complete = line.split("(", 1)[-1].rstrip(")").replace(" ", "")
+        elif line.startswith("#define VK_HEADER_VERSION "):
+            patch = line.strip().split(" ")[-1]
+    parts = complete.split(",")
+    if len(parts) == 4 and patch:
         return "{}.{}.{}".format(parts[1], parts[2], patch)
-    return version
+    return patch
 
 def _local(rctx, redetect):
     roots = ([rctx.os.environ["VULKAN_SDK"]] if rctx.os.environ.get("VULKAN_SDK") else []) + ["/usr", "/usr/local"]
@@ -90,6 +85,8 @@ def _local(rctx, redetect):
         return sdk_unavailable("vulkan", "LANES_VULKAN_MODE=local: no " + "; no ".join(missing), redetect, mode = "local")
     header = root + "/include/vulkan/vulkan_core.h"
     out = rctx.execute([glslc[0], "--version"], timeout = 30)
+    if out.return_code != 0 or not out.stdout.strip():
+        return sdk_unavailable("vulkan", "LANES_VULKAN_MODE=local: {} --version fails: {}".format(glslc[0], (out.stderr.strip() or "no output")[:300]), redetect, after = "fixing it", mode = "local")
     return sdk_available(
         "vulkan",
         _header_version(rctx, header),
@@ -98,7 +95,7 @@ def _local(rctx, redetect):
         include_dir = root + "/include",
         library = library[0],
         glslc = glslc[0],
-        glslc_version = out.stdout.strip().splitlines()[0] if out.return_code == 0 and out.stdout.strip() else "",
+        glslc_version = out.stdout.strip().splitlines()[0],
         spirv_headers_dir = spirv[0],
     )
 
