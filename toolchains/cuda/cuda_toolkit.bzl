@@ -1,36 +1,57 @@
 """Repository rule @cuda_toolkit: the CUDA toolkit the CUDA lane builds with.
 
 mode "hermetic" (default): assembled from sha256-pinned NVIDIA wheels (cuda_wheels_lock.txt).
-mode "local" (LANES_CUDA_MODE=local): a symlink to an installed toolkit found by @lane_sdks.
+mode "local" (LANES_CUDA_MODE=local): a symlink to the installed toolkit that @lane_sdks found
+(the one CUDA detection, cuda_detect.bzl; this rule reads its result, it does not detect again).
 Only the CUDA lane's targets reference this repository, so the ~500 MB of wheels are fetched
 only when that lane is built.
 """
 
-_BUILD = """
-package(default_visibility = ["//visibility:public"])
-
-filegroup(
-    name = "toolkit",
-    srcs = glob(["toolkit/**"], exclude = ["toolkit/**/* *"]),
-)
-
-exports_files(["toolkit_info.json"])
-"""
+load("//toolchains/cuda:cuda_detect.bzl", "cuda_mode")
 
 def _impl(rctx):
-    mode = rctx.os.environ.get("LANES_CUDA_MODE", "hermetic")
+    mode, error = cuda_mode(rctx)
+    if error:
+        fail("cuda_toolkit: " + error)
     if mode == "local":
-        root = rctx.os.environ.get("CUDA_PATH", "/usr/local/cuda")
-        rctx.symlink(root, "toolkit")
-        rctx.file("toolkit_info.json", struct(mode = "local", root = root).to_json())
-    elif mode == "hermetic":
+        # Not a second detection: the toolkit @lane_sdks found. Reading its result by label also
+        # re-runs this rule whenever that detection changes (CUDA_PATH, PATH, a re-detect).
+        cuda = json.decode(rctx.read(Label("@lane_sdks//:sdks.json")))["sdks"]["cuda"]
+        if cuda["status"] != "AVAILABLE":
+            fail("cuda_toolkit: LANES_CUDA_MODE=local: " + cuda["reason"])
+        rctx.symlink(cuda["path"], "toolkit")
+        rctx.file("toolkit_info.json", struct(mode = "local", root = cuda["path"], nvcc = cuda["nvcc"], version = cuda["version"]).to_json())
+    else:
         lock = rctx.path(rctx.attr.lock_file)
         res = rctx.execute(
-            ["python3", "-m", "pip", "download", "--isolated", "--quiet", "--no-deps", "--only-binary=:all:",
-             "--require-hashes", "--disable-pip-version-check", "--python-version", "3.11",
-             "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux2014_x86_64",
-             "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux_2_12_x86_64",
-             "--platform", "manylinux2010_x86_64", "-d", "wheels", "-r", str(lock)],
+            [
+                "python3",
+                "-m",
+                "pip",
+                "download",
+                "--isolated",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--require-hashes",
+                "--disable-pip-version-check",
+                "--python-version",
+                "3.11",
+                "--platform",
+                "manylinux_2_27_x86_64",
+                "--platform",
+                "manylinux2014_x86_64",
+                "--platform",
+                "manylinux_2_17_x86_64",
+                "--platform",
+                "manylinux_2_12_x86_64",
+                "--platform",
+                "manylinux2010_x86_64",
+                "-d",
+                "wheels",
+                "-r",
+                str(lock),
+            ],
             timeout = 3600,
             environment = {"PIP_ROOT_USER_ACTION": "ignore"},
         )
@@ -41,9 +62,7 @@ def _impl(rctx):
             fail("cuda_toolkit: " + res.stdout + res.stderr)
         rctx.delete("wheels")
         rctx.file("toolkit_info.json", struct(mode = "hermetic", lock = rctx.read(lock)).to_json())
-    else:
-        fail("LANES_CUDA_MODE must be hermetic or local, not " + mode)
-    rctx.file("BUILD.bazel", _BUILD)
+    rctx.template("BUILD.bazel", rctx.attr._build_template)
     rctx.file("WORKSPACE", 'workspace(name = "{}")\n'.format(rctx.name))
 
 cuda_toolkit = repository_rule(
@@ -51,6 +70,10 @@ cuda_toolkit = repository_rule(
     attrs = {
         "lock_file": attr.label(default = "//toolchains/cuda:cuda_wheels_lock.txt", allow_single_file = True),
         "_assembler": attr.label(default = "//toolchains/cuda:assemble_toolkit.py", allow_single_file = True),
+        "_build_template": attr.label(default = "//toolchains/cuda:BUILD.cuda_toolkit.bazel.tpl", allow_single_file = True),
     },
-    environ = ["LANES_CUDA_MODE", "CUDA_PATH"],
+    # Only the mode: in hermetic mode nothing on the host matters (a PATH change must not re-fetch
+    # ~500 MB of wheels); in local mode reading @lane_sdks's result carries every change. (A label
+    # attribute would be resolved in hermetic mode too, so the label is built in _impl instead.)
+    environ = ["LANES_CUDA_MODE"],
 )

@@ -1,0 +1,88 @@
+"""The one CUDA detection: the mode, the pinned wheels, and a local toolkit's nvcc.
+
+Called by both repository rules that need CUDA: @lane_sdks (sdk_detect.bzl: AVAILABLE or
+UNAVAILABLE and why) and @cuda_toolkit (cuda_toolkit.bzl: links or assembles the toolkit), so both
+read LANES_CUDA_MODE the same way and find the same local toolkit in the same order.
+"""
+
+CUDA_MODES = ["hermetic", "local"]
+
+# Every variable the detection reads: both rules declare these in `environ`.
+CUDA_ENVIRON = ["CUDA_PATH", "PATH", "LANES_CUDA_MODE", "LANES_CUDA_ALLOW_VERSION_MISMATCH"]
+
+def cuda_mode(rctx):
+    """Reads LANES_CUDA_MODE (default hermetic).
+
+    Args:
+      rctx: a repository context.
+    Returns:
+      (mode, error): error is "" when the mode is one of CUDA_MODES.
+    """
+    mode = rctx.os.environ.get("LANES_CUDA_MODE", "hermetic")
+    if mode not in CUDA_MODES:
+        return mode, "LANES_CUDA_MODE must be {}, not {}".format(" or ".join(CUDA_MODES), mode)
+    return mode, ""
+
+def parse_wheel_lock(text):
+    """Parses the CUDA wheel lock.
+
+    Args:
+      text: `name==version --hash=sha256:<hex>` lines; '#' lines are comments.
+    Returns:
+      [{name, version, sha256}], in lock order.
+    """
+    entries = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            spec, digest = line.split(" --hash=sha256:")
+            name, version = spec.split("==")
+            entries.append({"name": name, "version": version, "sha256": digest})
+    return entries
+
+def _nvcc_candidates(rctx):
+    """$CUDA_PATH/bin/nvcc, then /usr/local/cuda/bin/nvcc, then nvcc on PATH."""
+    candidates = []
+    if rctx.os.environ.get("CUDA_PATH"):
+        candidates.append(rctx.os.environ["CUDA_PATH"] + "/bin/nvcc")
+    candidates.append("/usr/local/cuda/bin/nvcc")
+    on_path = rctx.which("nvcc")
+    if on_path:
+        candidates.append(str(on_path))
+    return candidates
+
+def _nvcc_version(out):
+    """`Cuda compilation tools, release 13.0, V13.0.88` -> 13.0.88."""
+    for line in out.splitlines():
+        if "release" in line:
+            return line.split(", V")[-1].strip() if ", V" in line else line.split("release")[1].split(",")[0].strip()
+    return ""
+
+def _first_lib(rctx, root, pattern):
+    res = rctx.execute(["sh", "-c", "ls {r}/lib*/{p} {r}/targets/*/lib/{p} 2>/dev/null | head -1".format(r = root, p = pattern)], timeout = 30)
+    return res.stdout.strip().rsplit("/", 1)[-1]
+
+def find_local_cuda(rctx):
+    """Finds the first working local toolkit ($CUDA_PATH, /usr/local/cuda, PATH).
+
+    Args:
+      rctx: a repository context.
+    Returns:
+      {root, nvcc, version, cudart, cublas}, or a dict with `error` (what is missing).
+    """
+    for nvcc in _nvcc_candidates(rctx):
+        if not rctx.path(nvcc).exists:
+            continue
+        res = rctx.execute([nvcc, "--version"], timeout = 30)
+        if res.return_code != 0:
+            continue
+        version = _nvcc_version(res.stdout + res.stderr)
+        root = str(rctx.path(nvcc).dirname.dirname)
+        found = {"root": root, "nvcc": nvcc, "version": version}
+        if not [d for d in ["lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"] if rctx.path("{}/{}/libcublas.so".format(root, d)).exists]:
+            found["error"] = "nvcc {} at {} but no cuBLAS (libcublas.so) in that toolkit; install cuBLAS for it".format(version, root)
+            return found
+        found["cudart"] = _first_lib(rctx, root, "libcudart.so.*.*")
+        found["cublas"] = _first_lib(rctx, root, "libcublas.so.*.*")
+        return found
+    return {"error": "no nvcc in $CUDA_PATH/bin, /usr/local/cuda/bin or on PATH"}
