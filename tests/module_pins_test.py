@@ -86,8 +86,30 @@ def _loads(tree):
     return out
 
 
-def parse_workspace(text):
-    """WORKSPACE -> dict(repos={(rule label, rule symbol, name): attrs}, local_repositories, toolchains)."""
+def _macro_calls(text, symbol, filename):
+    """The repository rule calls in `def symbol():` of a .bzl (a WORKSPACE macro), else None."""
+    tree = ast.parse(text, filename)
+    loads = _loads(tree)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == symbol:
+            calls = []
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in loads:
+                    calls.append((loads[node.func.id], {kw.arg: _literal(kw.value) for kw in node.keywords}))
+            return calls
+    return None
+
+
+def workspace_macro_files(text):
+    """The .bzl files whose functions WORKSPACE calls (a macro may declare repositories)."""
+    return sorted({bzl for bzl, _ in _loads(ast.parse(text, "WORKSPACE")).values()})
+
+
+def parse_workspace(text, macro_texts=None):
+    """WORKSPACE -> dict(repos={(rule label, rule symbol, name): attrs}, local_repositories, toolchains).
+
+    A call of a loaded macro (a `def` in a .bzl of macro_texts) counts as the repository rule calls
+    in its body, e.g. vulkan_repositories() as its two debian_packages(...)."""
     tree = ast.parse(text, "WORKSPACE")
     loads = _loads(tree)
     repos, local, toolchains = {}, {}, []
@@ -102,9 +124,13 @@ def parse_workspace(text):
             toolchains += [_literal(a) for a in call.args]
         elif fn in loads:
             bzl, symbol = loads[fn]
-            attrs = dict(kwargs)
-            name = attrs.pop("name")
-            repos[(bzl, symbol, name)] = attrs
+            expanded = None
+            if macro_texts and macro_texts.get(bzl) is not None:
+                expanded = _macro_calls(macro_texts[bzl], symbol, bzl)
+            for (rule_bzl, rule_symbol), attrs in expanded if expanded is not None else [((bzl, symbol), kwargs)]:
+                attrs = dict(attrs)
+                name = attrs.pop("name")
+                repos[(rule_bzl, rule_symbol, name)] = attrs
     return {"repos": repos, "local_repositories": local, "toolchains": toolchains}
 
 
@@ -301,8 +327,9 @@ def compare_inlined_hashes(texts, locks):
 
 
 def check(workspace_text, module_text, extension_texts, rule_texts, lock_texts):
-    """Every finding for these texts; extension_texts and rule_texts are keyed by .bzl label."""
-    workspace = parse_workspace(workspace_text)
+    """Every finding for these texts; extension_texts and rule_texts (the repository rules' and the
+    WORKSPACE macros' .bzl files) are keyed by label."""
+    workspace = parse_workspace(workspace_text, rule_texts)
     module = parse_module(module_text)
     extensions = {bzl: parse_extension(text, bzl) for bzl, text in extension_texts.items()}
     findings = []
@@ -342,7 +369,10 @@ def repository_texts():
             for tag in tags.values():
                 rule_bzl = tag["rule"][0]
                 rule_texts.setdefault(rule_bzl, _read(rule_bzl))
-    for (bzl, _, _), attrs in parse_workspace(workspace_text)["repos"].items():
+    for bzl in workspace_macro_files(workspace_text):
+        rule_texts.setdefault(bzl, _read(bzl))
+    rule_texts = {k: v for k, v in rule_texts.items() if v is not None}
+    for (bzl, _, _), attrs in parse_workspace(workspace_text, rule_texts)["repos"].items():
         rule_texts.setdefault(bzl, _read(bzl))
         for value in attrs.values():
             if isinstance(value, str) and value.startswith("//") and value.endswith(".txt"):
@@ -361,7 +391,7 @@ def texts():
 
 def test_module_pins_equal_workspace(texts):
     workspace_text, module_text, extension_texts, rule_texts, lock_texts = texts
-    workspace = parse_workspace(workspace_text)
+    workspace = parse_workspace(workspace_text, rule_texts)
     vulkan_landed = any(bzl == VULKAN_RULE for bzl, _, _ in workspace["repos"])
     findings = check(workspace_text, module_text, extension_texts, rule_texts, lock_texts)
     if not vulkan_landed:
@@ -383,7 +413,7 @@ def test_every_wrapped_rule_was_read(texts):
 
 def test_vulkan_stanza(texts):
     workspace_text, module_text, extension_texts, rule_texts, lock_texts = texts
-    if not any(bzl == VULKAN_RULE for bzl, _, _ in parse_workspace(workspace_text)["repos"]):
+    if not any(bzl == VULKAN_RULE for bzl, _, _ in parse_workspace(workspace_text, rule_texts)["repos"]):
         pytest.skip(f"WORKSPACE calls no debian_packages from {VULKAN_RULE} yet: MODULE.bazel's vulkan "
                     "stanza is unchecked until the Vulkan rule lands")
     if VULKAN_RULE not in rule_texts:
@@ -445,7 +475,7 @@ def test_a_different_llama_cpp_commit_is_named(texts):
 
 
 def test_a_different_archive_sha256_is_named(texts):
-    sha = parse_workspace(texts[0])["repos"][("//third_party/llama_cpp:llama_cpp_archive.bzl",
+    sha = parse_workspace(texts[0], texts[3])["repos"][("//third_party/llama_cpp:llama_cpp_archive.bzl",
                                                 "llama_cpp_archive", "llama_cpp")]["sha256"]
     findings = _altered(texts, workspace=(sha, "0" * 64))
     assert len(findings) == 1 and "sha256 differs" in findings[0]
