@@ -303,6 +303,9 @@ def compare_module_structure(workspace, module):
 _HASHED = re.compile(r"([A-Za-z0-9_.\-]+==[A-Za-z0-9_.+!\-]+)\s+--hash=sha256:([0-9a-f]{64})")
 
 
+_DEB_PINNED = re.compile(r"^\S+ \S+ \S+ [0-9a-f]{64}$")
+
+
 def lock_entries(text):
     """requirement (name==version) -> set of sha256 of a hash-locked requirements file."""
     out = {}
@@ -436,7 +439,9 @@ def test_lock_files_are_fully_hashed(texts):
     for label, text in lock_texts.items():
         assert text is not None, f"{label} is not in the test's data"
         lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-        assert lines and all(_HASHED.search(line) for line in lines), f"{label} has a line without a sha256"
+        # pip locks: name==version --hash=sha256:<hex>; Debian package locks: name version arch <sha256>.
+        assert lines and all(_HASHED.search(line) or _DEB_PINNED.match(line) for line in lines), \
+            f"{label} has a line without a sha256"
 
 
 # ---- the checks can fail: altered copies, each difference named ----
@@ -542,6 +547,18 @@ def test_an_inlined_requirement_hash_is_compared_with_the_lock(texts):
     bad = f'\n# {req} --hash=sha256:{"f" * 64}\n'
     findings = _altered(texts, module=("\npypi = use_extension", bad + "pypi = use_extension"))
     assert len(findings) == 1 and req in findings[0] and "f" * 64 in findings[0] and digest in findings[0]
+
+
+def test_a_vulkan_attribute_changed_in_the_workspace_macro_is_named(texts):
+    workspace_text, module_text, extension_texts, rule_texts, lock_texts = texts
+    macro = "//toolchains/vulkan:repositories.bzl"
+    if macro not in rule_texts:
+        pytest.skip("WORKSPACE has no vulkan_repositories() yet")
+    rule_texts = dict(rule_texts)
+    rule_texts[macro] = _replace(rule_texts[macro], 'lib_dirs = ["usr/lib/x86_64-linux-gnu"]', 'lib_dirs = ["usr/lib"]')
+    findings = check(workspace_text, module_text, extension_texts, rule_texts, lock_texts)
+    assert len(findings) == 1 and 'debian_packages(name = "vulkan_lavapipe")' in findings[0]
+    assert "lib_dirs differs" in findings[0] and "usr/lib'" in findings[0]
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ _detect = tag_class(
     attrs = {
         "cuda_lock": attr.label(allow_single_file = True),
         "name": attr.string(mandatory = True),
+        "vulkan_lock": attr.label(allow_single_file = True),
     },
 )
 
@@ -56,7 +57,7 @@ cuda = module_extension(
 def _lane_sdks_impl(module_ctx):
     for mod in module_ctx.modules:
         for tag in mod.tags.detect:
-            _lane_sdks_rule(name = tag.name, **_set(tag, ["cuda_lock"]))
+            _lane_sdks_rule(name = tag.name, **_set(tag, ["cuda_lock", "vulkan_lock"]))
     return module_ctx.extension_metadata(root_module_direct_deps = "all", root_module_direct_dev_deps = [])
 
 lane_sdks = module_extension(

@@ -18,10 +18,13 @@ load("//toolchains/vulkan:debian_packages.bzl", _debian_packages_rule = "debian_
 
 # The public attributes of debian_packages (the pins test keeps this list equal to the rule's).
 _ATTRS = {
-    "build_file": attr.label(allow_single_file = True),
-    "lock_file": attr.label(allow_single_file = True),
+    "build_file_template": attr.label(mandatory = True, allow_single_file = True),
+    "icd_manifests": attr.string_dict(),
+    "ldd": attr.string_list(),
+    "lib_dirs": attr.string_list(),
+    "lock_file": attr.label(mandatory = True, allow_single_file = True),
     "name": attr.string(mandatory = True),
-    "packages": attr.string_list(),
+    "templates": attr.label_keyed_string_dict(allow_files = True),
 }
 
 def _vulkan_impl(module_ctx):
@@ -30,7 +33,7 @@ def _vulkan_impl(module_ctx):
             kwargs = {}
             for attr_name in _ATTRS:
                 value = getattr(tag, attr_name)
-                if value != None and value != [] and attr_name != "name":
+                if value and attr_name != "name":
                     kwargs[attr_name] = value
             _debian_packages_rule(name = tag.name, **kwargs)
 
