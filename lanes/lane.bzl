@@ -19,6 +19,7 @@ def _soname(lib):
 def _lane_bundle_impl(ctx):
     lane_id = ctx.attr.lane_id
     alias = ctx.label.name
+
     # Only what rules_foreign_cc's cmake() itself returns: DefaultInfo files under <name>/bin and
     # <name>/lib, and the CMake_logs output group. ggml ships lib<x>.so (to link against) and
     # lib<x>.so.0 (its SONAME); a lane needs only the latter.

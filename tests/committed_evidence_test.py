@@ -111,6 +111,7 @@ def test_audit_recomputes_every_figure_of_the_committed_run(run):
 def test_audit_names_a_flipped_check_status(run, tmp_path):
     """A status the raw files do not support is a finding (admission trusts these statuses)."""
     import shutil
+
     from google.protobuf import json_format
     copy = tmp_path / run.name
     shutil.copytree(run, copy)

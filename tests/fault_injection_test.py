@@ -28,6 +28,7 @@ import pytest
 
 HERE = pathlib.Path(__file__).resolve()
 from tools.runner.config import CHECKS as STEPS  # noqa: E402  (every step, in run order)
+
 PUBLISH_POINTS = ("publish:run-dir-staged", "publish:before-record")
 SERVER_STEPS = ("concurrency", "cancellation")
 

@@ -55,8 +55,22 @@ def _fetch_sdist(rctx):
     req = rctx.path("sdist.requirement.txt")
     rctx.file(req, "{} --hash=sha256:{}\n".format(rctx.attr.pypi_sdist, rctx.attr.sha256))
     res = rctx.execute(
-        ["python3", "-m", "pip", "download", "--isolated", "--quiet", "--no-deps", "--no-binary=:all:",
-         "--require-hashes", "--disable-pip-version-check", "-d", "_archive", "-r", str(req)],
+        [
+            "python3",
+            "-m",
+            "pip",
+            "download",
+            "--isolated",
+            "--quiet",
+            "--no-deps",
+            "--no-binary=:all:",
+            "--require-hashes",
+            "--disable-pip-version-check",
+            "-d",
+            "_archive",
+            "-r",
+            str(req),
+        ],
         timeout = 900,
         environment = {"PIP_ROOT_USER_ACTION": "ignore"},
     )
@@ -80,6 +94,7 @@ def _impl(rctx):
     rctx.extract(archive, output = "_unpacked")
     top = rctx.attr.strip_prefix.split("/")[0]
     commit = rctx.attr.commit
+
     # An sdist of llama-cpp-python records the vendored submodule's commit under .git/modules.
     head = rctx.path("_unpacked/{}/.git/modules/vendor/llama.cpp/HEAD".format(top))
     if head.exists:
@@ -90,6 +105,7 @@ def _impl(rctx):
         res = rctx.execute(["cp", "-a", "_unpacked/" + rctx.attr.strip_prefix, d])
         if res.return_code != 0:
             fail("llama_cpp_archive: strip_prefix {} not found in the archive: {}".format(rctx.attr.strip_prefix, res.stderr))
+
         # The vendored tree's .git is a submodule pointer into the sdist; without it git cannot
         # invent build info, and the pinned commit is stamped explicitly instead.
         rctx.delete(d + "/.git")
@@ -140,7 +156,7 @@ def _impl(rctx):
         rctx.file("BUILD.bazel", _BUILD.replace("filegroup(\n    name = \"srcs\"", "patch_failure(\n    reason = {},\n    name = \"srcs\"".format(repr(patch_error))).replace(
             "filegroup(\n    name = \"ggml_srcs\"",
             "patch_failure(\n    reason = {},\n    name = \"ggml_srcs\"".format(repr(patch_error)),
-        ).replace('package(default_visibility', 'load(":patch_failure.bzl", "patch_failure")\n\npackage(default_visibility'))
+        ).replace("package(default_visibility", 'load(":patch_failure.bzl", "patch_failure")\n\npackage(default_visibility'))
         rctx.file("patch_failure.bzl", _PATCH_FAILURE)
     else:
         rctx.file("BUILD.bazel", _BUILD)

@@ -13,8 +13,8 @@ from google.protobuf import json_format
 
 from proto import admission_pb2, runner_report_pb2
 from tools.admission import admission
-from tools.policy import safe_io
 from tools.policy import policy as policy_lib
+from tools.policy import safe_io
 from tools.policy.errors import CertifyError, MalformedInputError
 
 AUTHORITY_NOTE = "(summary for people; the decision JSON written with --out is the authority)"

@@ -351,5 +351,7 @@ def test_no_backend_names_in_decision_logic():
 
 
 if __name__ == "__main__":
-    import sys, pytest
+    import sys
+
+    import pytest
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

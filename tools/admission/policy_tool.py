@@ -17,8 +17,8 @@ from absl import app, flags
 
 from proto import admission_pb2
 from tools.admission import policy_edit
-from tools.policy import timestamps
 from tools.policy import policy as policy_lib
+from tools.policy import timestamps
 from tools.policy.errors import CertifyError
 
 FLAGS = flags.FLAGS

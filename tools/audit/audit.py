@@ -26,7 +26,8 @@ from collections.abc import Callable
 
 from google.protobuf import json_format
 
-from proto import build_evidence_pb2, runner_report_pb2 as rpb
+from proto import build_evidence_pb2
+from proto import runner_report_pb2 as rpb
 from tools.evidence import run_readme
 from tools.evidence.build_evidence import sha256_file
 

@@ -120,4 +120,3 @@ def rewrite_report(run_dir: pathlib.Path, edit) -> None:
     report = rpb.RunnerReport.FromString((run_dir / "runner_report.pb").read_bytes())
     edit(report)
     write_report_files(run_dir, report)
-

@@ -161,5 +161,7 @@ def test_certify_report_refuses_untrusted_key_and_bad_report(tmp_path):
 
 
 if __name__ == "__main__":
-    import sys, pytest
+    import sys
+
+    import pytest
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -18,7 +18,8 @@ import json
 import pathlib
 import re
 
-from proto import certification_pb2, runner_report_pb2 as rpb
+from proto import certification_pb2
+from proto import runner_report_pb2 as rpb
 
 README_NAME = "README.md"
 REPORT_NAME = "runner_report.pb"

@@ -18,10 +18,9 @@ import pathlib
 import tempfile
 from typing import Any
 
+import gguf
 import numpy as np
 from absl import app, flags
-
-import gguf
 
 ARCH = "llama"
 DTYPES = ("f32", "f16")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 import pathlib
 
+import gguf
 import numpy as np
 import pytest
 
-import gguf
 from tools.model import make_tiny_model as mtm
 from tools.model import testdata_paths
 

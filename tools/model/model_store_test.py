@@ -4,8 +4,8 @@ import hashlib
 
 import pytest
 
-from tools.model.model_store import ModelStoreError
 from tools.model import model_store
+from tools.model.model_store import ModelStoreError
 
 
 @pytest.fixture

@@ -17,10 +17,9 @@ import pathlib
 import struct
 from typing import Any
 
+import gguf
 import numpy as np
 from absl import app, flags
-
-import gguf
 
 LOGITS_MAGIC = b"LGT1"
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pathlib
 import struct
 
+import gguf
 import numpy as np
 import pytest
 
-import gguf
 from tools.model import make_tiny_model as mtm
 from tools.model import reference_forward as rf
 from tools.model import testdata_paths

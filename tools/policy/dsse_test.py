@@ -90,5 +90,7 @@ def test_malformed_envelopes(text):
 
 
 if __name__ == "__main__":
-    import sys, pytest
+    import sys
+
+    import pytest
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -140,4 +140,3 @@ class NotUtf8Error(CertifyError):
     """A JSON input file is not valid UTF-8."""
 
     code = "not-utf8"
-

@@ -267,6 +267,7 @@ def test_parse_ldd_marks_missing_libraries():
 
 def test_fixture_ops_come_from_the_lane_spec_and_the_override_is_bring_up():
     import pathlib
+
     from tools.runner import fixture_parity
     from tools.runner.config import RunnerConfig
     from tools.runner.context import RunContext
@@ -325,6 +326,7 @@ def _ref_logs(tmp_path, ref, got):
 
 def test_reference_parity_recompute_and_pass(tmp_path):
     import numpy as np
+
     from tools.runner import reference_parity as rp
     ref = _logits()
     counts, metrics = _ref_logs(tmp_path, ref, (ref + 1e-5).astype(np.float32))
@@ -337,6 +339,7 @@ def test_reference_parity_recompute_and_pass(tmp_path):
 def test_reference_parity_nan_logits_fail(tmp_path):
     """The former loophole: `nan > tol` is false, so NaN logits passed."""
     import numpy as np
+
     from tools.runner import reference_parity as rp
     ref = _logits()
     got = ref.copy()
@@ -356,6 +359,7 @@ def test_reference_parity_nan_logits_fail(tmp_path):
 def test_reference_parity_all_tie_logits_fail(tmp_path):
     """Where no position has a clear top-1, top-1 agreement proves nothing: FAIL, not a vacuous 1.0."""
     import numpy as np
+
     from tools.runner import reference_parity as rp
     ref = np.zeros((6, 32))
     counts, metrics = _ref_logs(tmp_path, ref, ref.astype(np.float32))

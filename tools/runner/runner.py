@@ -25,8 +25,7 @@ from tools.evidence import build_evidence
 from tools.model import model_store
 from tools.runner import recipe as recipe_lib
 from tools.runner import report as report_lib
-from tools.runner import run_lock
-from tools.runner import speed_floors
+from tools.runner import run_lock, speed_floors
 from tools.runner.config import CHECKS, DEFAULT_KV_TYPES, RunnerConfig
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import LaneSpecError, load_lane
@@ -40,8 +39,18 @@ EXIT_OK, EXIT_FAIL, EXIT_UNAVAILABLE, EXIT_REPORT_UNWRITABLE, EXIT_USAGE = 0, 1,
 
 def _check_functions():
     # Imported here so that `--help` and the unit tests of one parser do not import NumPy/gguf.
-    from tools.runner import (artifact_integrity, cancellation, cleanup, concurrency, fixture_parity,
-                              graph_smoke, op_oracle, preflight, reference_parity, speed)
+    from tools.runner import (
+        artifact_integrity,
+        cancellation,
+        cleanup,
+        concurrency,
+        fixture_parity,
+        graph_smoke,
+        op_oracle,
+        preflight,
+        reference_parity,
+        speed,
+    )
     return {
         "preflight": lambda ctx, step, rep: preflight.run_preflight(ctx, step),
         "artifact_integrity": artifact_integrity.run_artifact_integrity,

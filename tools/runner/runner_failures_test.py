@@ -111,6 +111,7 @@ def test_unknown_lane(tmp_path, lane):
 def test_main_exit_code_and_message(tmp_path, lane, capsys):
     """The command line: exit status != 0 and the cause on stdout."""
     from absl import flags
+
     from tools.runner import runner
 
     lane_dir, evidence, _ = lane
@@ -125,5 +126,7 @@ def test_main_exit_code_and_message(tmp_path, lane, capsys):
 
 
 if __name__ == "__main__":
-    import sys, pytest
+    import sys
+
+    import pytest
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

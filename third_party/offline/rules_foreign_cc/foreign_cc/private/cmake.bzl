@@ -102,6 +102,7 @@ def _cmake_impl(ctx):
         use_default_shell_env = False,
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin"},
     )
+
     # As the real rule: DefaultInfo, CcInfo, and OutputGroupInfo with gen_dir, one group per
     # declared output file and CMake_logs (here: the build log and meta.json, whose command lines,
     # compilers and timings the lanes' build evidence is made from).
