@@ -84,6 +84,9 @@ lane_bundle = rule(
         "_spec": attr.label(default = "//lanes:spec.json", allow_single_file = True),
         "_pin": attr.label(default = "@llama_cpp//:pin.json", allow_single_file = True),
         "_patches": attr.label(default = "//third_party/llama_cpp/patches:stack"),
+        # buildifier: disable=attr-cfg ("exec" names another output directory for the tool, which is in
+        # the command line: every lane's action keys would change, so the CUDA kernels would recompile
+        # and the certified builds would differ; switch with the next rebuild of every lane).
         "_writer": attr.label(default = "//tools/evidence:write_build_evidence", executable = True, cfg = "host"),
     },
 )
@@ -99,16 +102,19 @@ unavailable_lane = rule(
     },
 )
 
-def llama_lane(lane_id, heavy = False):
-    """Declares //lanes:<alias> for one lane of the spec.
+def llama_lane(name, lane_id, heavy = False):
+    """Declares //lanes:<name> (and <name>_ggml, <name>_llama) for one lane of the spec.
 
     Args:
+      name: the lane's alias in the spec (the target users build, e.g. "cpu").
       lane_id: a key of LANES.
       heavy: tag the build manual, so `bazel build //...` and `bazel test //...` skip it
         (accelerator lanes: a requested build only).
     """
     lane = LANES[lane_id]
     alias = lane["alias"]
+    if name != alias:
+        fail("llama_lane(name = {}): the spec's alias of {} is {}".format(name, lane_id, alias))
     sdk = sdk_for_lane(lane, SDKS, HOST)
     if sdk["status"] != "AVAILABLE":
         unavailable_lane(name = alias, lane_id = lane_id, reason = sdk["reason"], tags = ["manual"])

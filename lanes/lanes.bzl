@@ -73,7 +73,14 @@ _LLAMA_LIBS = [
 ]
 
 def merge_dicts(*dicts):
-    """Later dicts win; shared by the lane spec and lane.bzl."""
+    """Merges dicts, later ones winning; shared by the lane spec and lane.bzl.
+
+    Args:
+      *dicts: the dicts, in increasing precedence.
+
+    Returns:
+      A new dict.
+    """
     out = {}
     for d in dicts:
         out.update(d)

@@ -21,7 +21,7 @@ _py_proto_gen = rule(
     attrs = {
         "srcs": attr.label_list(allow_files = [".proto"]),
         "deps": attr.label_list(allow_files = [".proto"]),
-        "_protoc": attr.label(default = "//proto:protoc", executable = True, cfg = "host"),
+        "_protoc": attr.label(default = "//proto:protoc", executable = True, cfg = "exec"),
     },
 )
 

@@ -112,8 +112,8 @@ def _impl(rctx):
     rctx.delete("_unpacked")
     rctx.delete("_archive")
 
-    series = [l.strip() for l in rctx.read(rctx.attr.patch_series).splitlines()]
-    series = [l for l in series if l and not l.startswith("#")]
+    series = [line.strip() for line in rctx.read(rctx.attr.patch_series).splitlines()]
+    series = [line for line in series if line and not line.startswith("#")]
     by_name = {p.name: p for p in rctx.attr.patches}
     if sorted(series) != sorted(by_name.keys()):
         fail("llama_cpp_archive: `patches` {} and the series file {} disagree; list every patch once in both".format(

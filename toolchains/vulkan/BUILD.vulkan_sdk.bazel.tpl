@@ -6,9 +6,11 @@ package(default_visibility = ["//visibility:public"])
 # with the libshaderc of this tree (the host has none).
 filegroup(
     name = "sdk",
-    srcs = ["bin/glslc"] + glob(
+    srcs = [
+        "bin/glslc",
+        "usr/bin/glslc",
+    ] + glob(
         [
-            "usr/bin/glslc",
             "usr/include/**",
             "usr/lib/x86_64-linux-gnu/**",
             "usr/share/cmake/**",

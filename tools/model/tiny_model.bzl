@@ -48,7 +48,7 @@ tiny_gguf = rule(
         "_make_tiny_model": attr.label(
             default = Label("//tools/model:make_tiny_model"),
             executable = True,
-            cfg = "host",
+            cfg = "exec",
         ),
     },
 )

@@ -113,6 +113,8 @@ def _cmake_impl(ctx):
     return [
         DefaultInfo(files = depset(binaries + shared_libs + static_libs + dirs)),
         OutputGroupInfo(**groups),
+        # buildifier: disable=native-cc-common (Bazel 4.2.3: globals; the rules_cc stand-in has no cc/common)
+        # buildifier: disable=native-cc-info
         CcInfo(compilation_context = cc_common.create_compilation_context(headers = depset(headers))),
         _CMakeDepInfo(install_prefix = prefix, files = depset(outputs)),
     ]
@@ -136,6 +138,8 @@ cmake = rule(
         "out_static_libs": attr.string_list(),
         "out_include_dir": attr.string(default = "include"),
         "out_data_dirs": attr.string_list(),
+        # buildifier: disable=attr-cfg (as lanes/lane.bzl's _writer: the tool's path is in every
+        # cmake() action's key; rules_foreign_cc 0.10.1 itself uses "exec" on Bazel >= 5).
         "_cmake_build": attr.label(default = "//foreign_cc/private:cmake_build", executable = True, cfg = "host"),
     },
 )
