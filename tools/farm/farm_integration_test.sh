@@ -80,25 +80,25 @@ cmp -s "$LOGS/artifacts1.sha256" "$LOGS/artifacts2.sha256" \
 echo "farm_integration_test: $nfiles lane artifacts byte-identical on both machines"
 
 # 3. Pool placement.
-bazel --output_base="$OB1" test "${FLAGS[@]}" //certify:pool_probe_gpu_h200 //certify:pool_probe_cpu_x86_64_v3 \
+bazel --output_base="$OB1" test "${FLAGS[@]}" //tests/certify:pool_probe_gpu_h200 //tests/certify:pool_probe_cpu_x86_64_v3 \
   >"$LOGS/probes.log" 2>&1 || { tail -30 "$LOGS/probes.log"; fail "pool probes failed"; }
 grep ' executed .*pool_probe' "$LANES_FARM_DIR"/*-worker.log | sed "s|$LANES_FARM_DIR/||; s/^/  /"
-grep -q 'what=//certify:pool_probe_gpu_h200' "$LANES_FARM_DIR/gpu-worker.log" || fail "GPU-pool probe not on gpu-worker"
-grep -q 'what=//certify:pool_probe_cpu_x86_64_v3' "$LANES_FARM_DIR/cpu-worker.log" || fail "CPU-pool probe not on cpu-worker"
-grep -q 'what=//certify:pool_probe_gpu_h200' "$LANES_FARM_DIR/cpu-worker.log" && fail "GPU-pool probe ran on cpu-worker"
-grep -q 'what=//certify:pool_probe_cpu_x86_64_v3' "$LANES_FARM_DIR/gpu-worker.log" && fail "CPU-pool probe ran on gpu-worker"
+grep -q 'what=//tests/certify:pool_probe_gpu_h200' "$LANES_FARM_DIR/gpu-worker.log" || fail "GPU-pool probe not on gpu-worker"
+grep -q 'what=//tests/certify:pool_probe_cpu_x86_64_v3' "$LANES_FARM_DIR/cpu-worker.log" || fail "CPU-pool probe not on cpu-worker"
+grep -q 'what=//tests/certify:pool_probe_gpu_h200' "$LANES_FARM_DIR/cpu-worker.log" && fail "GPU-pool probe ran on cpu-worker"
+grep -q 'what=//tests/certify:pool_probe_cpu_x86_64_v3' "$LANES_FARM_DIR/gpu-worker.log" && fail "CPU-pool probe ran on gpu-worker"
 
 # 3b. CPU certification as a Bazel test in its pool; report and raw logs come back as test outputs.
 if [ "${LANES_FARM_TEST_CERTIFY:-1}" = 1 ]; then
   t=$(now)
-  bazel --output_base="$OB1" test "${FLAGS[@]}" //certify:cpu_x86_64_v3 >"$LOGS/certify.log" 2>&1 \
-    || { tail -40 "$LOGS/certify.log"; fail "//certify:cpu_x86_64_v3 failed on the farm"; }
+  bazel --output_base="$OB1" test "${FLAGS[@]}" //tests/certify:cpu_x86_64_v3 >"$LOGS/certify.log" 2>&1 \
+    || { tail -40 "$LOGS/certify.log"; fail "//tests/certify:cpu_x86_64_v3 failed on the farm"; }
   certify_s=$(since "$t")
-  grep ' executed .*what=//certify:cpu_x86_64_v3' "$LANES_FARM_DIR/cpu-worker.log" | sed 's/^/  /'
-  grep -q 'what=//certify:cpu_x86_64_v3' "$LANES_FARM_DIR/cpu-worker.log" || fail "certification test not on cpu-worker"
-  zip=$(bazel --output_base="$OB1" info "${FLAGS[@]}" bazel-testlogs 2>/dev/null)/certify/cpu_x86_64_v3/test.outputs/outputs.zip
+  grep ' executed .*what=//tests/certify:cpu_x86_64_v3' "$LANES_FARM_DIR/cpu-worker.log" | sed 's/^/  /'
+  grep -q 'what=//tests/certify:cpu_x86_64_v3' "$LANES_FARM_DIR/cpu-worker.log" || fail "certification test not on cpu-worker"
+  zip=$(bazel --output_base="$OB1" info "${FLAGS[@]}" bazel-testlogs 2>/dev/null)/tests/certify/cpu_x86_64_v3/test.outputs/outputs.zip
   unzip -p "$zip" cpu/runner_report.json > "$LOGS/runner_report.json" 2>/dev/null || fail "no runner report in $zip"
-  echo "farm_integration_test: //certify:cpu_x86_64_v3 PASSED remotely in ${certify_s}s; outputs.zip holds" \
+  echo "farm_integration_test: //tests/certify:cpu_x86_64_v3 PASSED remotely in ${certify_s}s; outputs.zip holds" \
     "$(unzip -l "$zip" | tail -1 | awk '{print $2}') files; report: $(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(r.get("laneId"), r.get("status"), "recordable" if r.get("passRecordable") else "not recordable", len(r.get("checks", [])), "checks")' "$LOGS/runner_report.json")"
 fi
 
@@ -107,7 +107,7 @@ bash tools/farm/farm.sh stop-worker gpu-worker >/dev/null
 before=$(executed)
 t=$(now)
 bazel --output_base="$OB1" test "${FLAGS[@]}" --nocache_test_results --noremote_accept_cached --remote_retries=0 \
-  //certify:pool_probe_gpu_h200 >"$LOGS/refusal.log" 2>&1 && fail "GPU-pool test passed with no GPU-pool worker"
+  //tests/certify:pool_probe_gpu_h200 >"$LOGS/refusal.log" 2>&1 && fail "GPU-pool test passed with no GPU-pool worker"
 refusal_s=$(since "$t")
 msg=$(grep -m1 'Operation has been queued for too long' "$LOGS/refusal.log") \
   || { tail -20 "$LOGS/refusal.log"; fail "no queue-timeout message from the engine"; }

@@ -1,8 +1,8 @@
 """Certification as a Bazel test: the runner against the Bazel-built lane and the embedded model.
 
-//certify:<device class> targets run this in the pool of their device class (see certify/BUILD.bazel).
+//tests/certify:<device class> targets run this in the pool of their device class (see tests/certify/BUILD.bazel).
 The runner's report (runner_report.pb/.json) and raw logs go to TEST_UNDECLARED_OUTPUTS_DIR, so Bazel
-returns them from the farm as test outputs (bazel-testlogs/certify/<name>/test.outputs/). The test
+returns them from the farm as test outputs (bazel-testlogs/tests/certify/<name>/test.outputs/). The test
 passes iff the runner passes. Signing is a separate, local step over those outputs
 (`bazel run //tools:certify` / tools/certify): private keys never go to a farm.
 """
