@@ -53,7 +53,9 @@ def test_software_icd_is_refused(tmp_path):
 
 
 def test_diagnostic_run_on_lavapipe_is_never_recordable(tmp_path):
-    report = runner.run(_config(tmp_path / "diagnostic", allow_software_icd=True))
+    # fixture_parity (every op of the llama graph through test-backend-ops) and speed take many
+    # minutes on a CPU-emulated device and prove nothing here; the rest runs.
+    report = runner.run(_config(tmp_path / "diagnostic", allow_software_icd=True, skip=("fixture_parity", "speed")))
     print(report_lib.summary_table(report))
     for c in report.checks:
         print(f"{c.name}: {CR.Status.Name(c.status)}: {c.message}")
@@ -61,7 +63,8 @@ def test_diagnostic_run_on_lavapipe_is_never_recordable(tmp_path):
     assert pre.status == CR.PASS, pre.message
     assert report.device_class.compute_capability == "cpu" and "llvmpipe" in report.device_class.device_name
     assert not report.pass_recordable
-    assert any("software Vulkan device" in r for r in report.non_recordable_reasons)
+    # Not recordable because of the software device itself (not only because of the skips).
+    assert any("software Vulkan device" in r for r in report.non_recordable_reasons), report.non_recordable_reasons
     assert runner.exit_code(report) != runner.EXIT_OK
 
 
