@@ -224,8 +224,10 @@ LANES = {
         sdk = "vulkan",
         ggml_libs = ["ggml-base", "ggml", "ggml-cpu", "ggml-vulkan"],
         ggml_cache_entries = merge_dicts(_X86_64_V3, {"GGML_VULKAN": "ON"}),
+        # ggml-vulkan logs its device list at DEBUG level, before llama's logger is set up, so
+        # the backend's own evidence is llama's device choice and the Vulkan0 buffers.
         log_evidence = [
-            "ggml_vulkan: Found [1-9][0-9]* Vulkan devices",
+            "llama_prepare_model_devices: using device Vulkan0 ",
             "offloaded ([0-9]+)/\\1 layers to GPU",
             "load_tensors: +Vulkan0 model buffer size",
             "llama_kv_cache: +Vulkan0 KV buffer size",
