@@ -8,6 +8,8 @@ cd "$(dirname "$0")/../.."
 carry=.devcarry-vulkan
 rm -rf "$carry"; mkdir -p "$carry/debs"
 tar -cJf "$carry/vulkan_lane.tar.xz" -C bazel-bin/lanes vulkan vulkan.evidence.pb vulkan.evidence.json
-deb=$(ls "$(bazel info output_base 2>/dev/null)"/external/vulkan_sdk/debs/libvulkan1_*.deb 2>/dev/null | head -1 || true)
-if [ -n "$deb" ]; then cp "$deb" "$carry/debs/"; else (cd "$carry/debs" && apt-get download libvulkan1=1.3.239.0-1); fi
+# The loader .deb exactly as the SDK lock pins it (version and sha256), through the host's apt.
+read -r _ version arch sha < <(grep '^libvulkan1 ' toolchains/vulkan/vulkan_sdk_lock.txt)
+(cd "$carry/debs" && apt-get download -q "libvulkan1=$version" >/dev/null)
+echo "$sha  $(ls "$carry"/debs/libvulkan1_*_"$arch".deb)" | sha256sum -c -
 du -sh "$carry"
