@@ -46,7 +46,9 @@ PROMPTS = (
 N_PREDICT = 16
 SEED = 42
 _RPC_VERSION = re.compile(r"Starting RPC server v(\d+\.\d+\.\d+)")
-_RPC_BUFFER = re.compile(r"load_tensors: +(RPC\d+)\[([^\]]+)\] model buffer size = +([0-9.]+) MiB")
+# One line per server that holds weights; the device index restarts at 0 on every server, so the
+# endpoint is what tells them apart: `load_tensors: RPC0[127.0.0.1:38163] model buffer size = 4.50 MiB`.
+_RPC_BUFFER = re.compile(r"load_tensors: +RPC\d*\[([^\]]+)\] model buffer size = +([0-9.]+) MiB")
 _BACKEND0 = {"cuda": "CUDA0", "vulkan": "Vulkan0", "rocm": "ROCm0", "metal": "MTL0", "cpu": "CPU"}
 
 
@@ -231,7 +233,7 @@ def recompute(out_dir: pathlib.Path) -> dict:
     split_runs = []
     for cmd in log_blocks.commands(text):
         if "-rpc" in cmd.argv:  # llama-logits route runs (llama.cpp's own log lists every weight buffer)
-            devices = {m.group(1) for m in _RPC_BUFFER.finditer(cmd.output)}
+            devices = {m.group(1) for m in _RPC_BUFFER.finditer(cmd.output) if float(m.group(2)) > 0}
             split_runs.append(sorted(devices))
     n_servers = len(list(logs.glob("rpc.*.log")))
     unsplit = [d for d in split_runs if len(d) < n_servers]

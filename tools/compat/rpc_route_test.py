@@ -32,7 +32,7 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
             arrays[f"{who}.{i}.logits"] = base + noise * rng.normal(size=base.shape).astype(np.float32)
             (logs / f"greedy.{who}.{i}.txt").write_text(greedy_route if who == "route" else "the same words")
         lines.append(f"$ /lanes/cuda/bin/llama-logits -m m.gguf -p p{i} -o x -ngl 99 -rpc 127.0.0.1:1,127.0.0.1:2 -dev RPC0,RPC1")
-        lines += [f"load_tensors:   {d}[127.0.0.1:{n + 1}] model buffer size =     2.00 MiB" for n, d in enumerate(split)]
+        lines += [f"load_tensors: RPC0[127.0.0.1:{n + 1}] model buffer size =     2.00 MiB" for n, d in enumerate(split)]
         lines.append("# exit 0 after 0.50s")
     (logs / "compat.log").write_text("\n".join(lines) + "\n")
     for alias, version in zip(("cuda", "vulkan"), versions):

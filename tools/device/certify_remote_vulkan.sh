@@ -23,20 +23,38 @@ tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes"
 tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
 tar -xJf "$vcarry/vulkan_lane.tar.xz" -C "$work/lanes"
 for deb in "$vcarry"/debs/*.deb; do dpkg-deb -x "$deb" "$work/vkroot"; done
+# NVIDIA's Vulkan ICD (libGLX_nvidia) exports vkCreateInstance only with the GL vendor-neutral
+# dispatch (glvnd) installed: the device host's recipe unpacks those Debian packages into / (as
+# root); without them the loader reports "Could not get 'vkCreateInstance'" and VkResult -9.
+if [ -d "$vcarry/gl" ] && ! ldconfig -p | grep -q libGLdispatch; then
+  for deb in "$vcarry"/gl/*.deb; do dpkg -x "$deb" /; done; ldconfig
+fi
+[ -f /usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json ] && \
+  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 loader_dir="$work/vkroot/usr/lib/x86_64-linux-gnu"
 test -e "$loader_dir/libvulkan.so.1"
 
-# The GPU driver's ICD manifest: the standard loader directories first, then the driver's own.
+# The GPU driver's ICD manifest: the NVIDIA driver's own directory first (its manifest names the
+# library the driver installed), then the standard loader directories; a manifest whose library the
+# dynamic loader cannot find is skipped (or its directory is added when the driver ships one).
 icd=""
-for d in /etc/vulkan/icd.d /usr/share/vulkan/icd.d /usr/local/share/vulkan/icd.d /usr/local/nvidia/share/vulkan/icd.d \
-         /usr/local/nvidia/icd.d /usr/lib/x86_64-linux-gnu/nvidia; do
-  for f in "$d"/nvidia_icd*.json; do [ -f "$f" ] && { icd=$f; break 2; }; done
+for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd*.json /usr/local/nvidia/icd.d/nvidia_icd*.json \
+         /etc/vulkan/icd.d/nvidia_icd*.json /usr/share/vulkan/icd.d/nvidia_icd*.json /usr/local/share/vulkan/icd.d/nvidia_icd*.json \
+         $(find /usr /etc /opt -name 'nvidia_icd*.json' 2>/dev/null); do
+  [ -f "$f" ] || continue
+  lib=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["ICD"]["library_path"])' "$f")
+  if [ "${lib#/}" != "$lib" ]; then [ -e "$lib" ] && { icd=$f; break; }; continue; fi
+  if ldconfig -p | grep -q "$lib"; then icd=$f; break; fi
+  for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu/nvidia; do
+    if [ -e "$d/$lib" ]; then export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"; icd=$f; break 2; fi
+  done
+  echo "skipping ICD manifest $f: $lib not found by the dynamic loader"
 done
-[ -n "$icd" ] || icd=$(find /usr /etc /opt -name 'nvidia_icd*.json' 2>/dev/null | head -1 || true)
-if [ -z "$icd" ]; then echo "no NVIDIA Vulkan ICD manifest found on this host" >&2; exit 2; fi
+if [ -z "$icd" ]; then echo "no usable NVIDIA Vulkan ICD manifest on this host" >&2; exit 2; fi
 echo "Vulkan ICD manifest: $icd"; cat "$icd"
 export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
 export LD_LIBRARY_PATH="$loader_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ls /usr/local/nvidia/lib64 2>/dev/null | grep -i "glx_nvidia\|vulkan" | head -5 || true
 export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
 if ldd "$work/lanes/cuda/lib/libggml-cuda.so.0" | grep -q "not found"; then
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:${CUDA_HOME:-/usr/local/cuda}/lib64"
@@ -48,7 +66,12 @@ python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf
   --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
 
 set +e
-python3 -m tools.runner.runner --lane=linux-x86_64-vulkan \
+# FIXTURE_PROBE=<ops>: time test-backend-ops on a few ops first (how long the full fixture run takes).
+for op in ${FIXTURE_PROBE:-}; do
+  /usr/bin/time -f "test-backend-ops -o $op: %e s" timeout 120 "$work/lanes/vulkan/bin/test-backend-ops" test -b Vulkan0 -o "$op" 2>&1 | tail -3
+done
+# RUNNER_EXTRA: bring-up flags (e.g. --skip=fixture_parity), which make the run non-recordable.
+python3 -m tools.runner.runner ${RUNNER_EXTRA:-} --lane=linux-x86_64-vulkan \
   --lane_dir="$work/lanes/vulkan" --evidence="$work/lanes/vulkan.evidence.pb" \
   --cpu_lane_dir="$work/lanes/cpu" --peer_lane_dir="$work/lanes/cuda" --peer_backend=cuda --spec="$carry/spec.json" \
   --model="$work/models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf \
