@@ -9,7 +9,20 @@
 # used: its manifest is searched for in the usual directories and the NVIDIA driver's, and the
 # runner's preflight records which manifest and loader were used. Signing happens back on the
 # issuer's machine: the private key never travels.
+#
+# DETACH=1: the whole run goes on in its own session (setsid) on that machine and this command
+# returns at once; `tools/device/poll_detached.sh OUT_DIR` reports progress and, once finished,
+# copies the results into OUT_DIR. For runs longer than one device command (10 minutes): Vulkan's
+# test-backend-ops needs minutes per op for FLASH_ATTN_EXT and MUL_MAT on the H200.
 set -euo pipefail
+if [ "${DETACH:-0}" = 1 ]; then
+  stash=/tmp/lanes-stash/vulkan-detached
+  rm -rf "$stash"; mkdir -p "$stash"
+  DETACH=0 setsid nohup bash -c 'bash "$0" "$1" "$2" "$3"; echo "detached run exit status $?"' \
+    "$0" "$1" "$2" "$stash/out" > "$stash/console.txt" 2>&1 < /dev/null &
+  echo "detached: pid $!, console $stash/console.txt"
+  exit 0
+fi
 carry=$(cd "$1" && pwd); vcarry=$(cd "$2" && pwd); out=$3
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-remote-vk.XXXXXX)
