@@ -12,4 +12,10 @@ tar -cJf "$carry/vulkan_lane.tar.xz" -C bazel-bin/lanes vulkan vulkan.evidence.p
 read -r _ version arch sha < <(grep '^libvulkan1 ' toolchains/vulkan/vulkan_sdk_lock.txt)
 (cd "$carry/debs" && apt-get download -q "libvulkan1=$version" >/dev/null)
 echo "$sha  $(ls "$carry"/debs/libvulkan1_*_"$arch".deb)" | sha256sum -c -
+# NVIDIA's Vulkan ICD needs glvnd on the GPU host: those packages too, as tools/device pins them.
+mkdir -p "$carry/gl"
+grep -v '^#' tools/device/gl_dispatch_lock.txt | while read -r pkg version arch sha; do
+  (cd "$carry/gl" && apt-get download -q "$pkg=$version" >/dev/null)
+  echo "$sha  $carry/gl/${pkg}_${version}_${arch}.deb" | sha256sum -c --quiet -
+done
 du -sh "$carry"
