@@ -130,6 +130,7 @@ def llama_lane(name, lane_id, heavy = False):
         out_shared_libs = [f for lib in lane["ggml_libs"] for f in ["lib{}.so".format(lib), _soname(lib)]],
         out_data_dirs = ["lib/cmake"],
         build_args = _PARALLEL,
+        generate_args = ["-GNinja"],
         tags = tags,
     )
     cmake(
@@ -151,6 +152,7 @@ def llama_lane(name, lane_id, heavy = False):
         out_shared_libs = lane["llama_libs"],
         out_include_dir = "",
         build_args = _PARALLEL,
+        generate_args = ["-GNinja"],
         tags = tags,
     )
     lane_bundle(

@@ -126,7 +126,8 @@ cmake = rule(
         "lib_source": attr.label(mandatory = True, allow_files = True, doc = "All the project's files; the shallowest CMakeLists.txt is the source root."),
         "lib_name": attr.string(doc = "Output directory name; defaults to the target name."),
         "cache_entries": attr.string_dict(doc = "-D entries for the configure step."),
-        "generate_args": attr.string_list(default = ["-GNinja"]),
+        # As rules_foreign_cc 0.10.1: no generator given means CMake's default (Unix Makefiles on Linux).
+        "generate_args": attr.string_list(),
         "build_args": attr.string_list(doc = "Extra `cmake --build` arguments; `--parallel N` also reserves N CPUs."),
         "targets": attr.string_list(doc = "Targets to build; empty builds the default target."),
         "install": attr.bool(default = True),
