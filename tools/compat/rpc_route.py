@@ -116,8 +116,19 @@ def greedy_argv(binary: pathlib.Path, model: pathlib.Path, prompt: str, threads:
             "--no-display-prompt", *(route or [])]
 
 
+def default_split(n_servers: int) -> str:
+    """-ts weights that give every server at least one transformer layer of a small model.
+
+    llama.cpp splits the repeating layers and the output layer (n_layer + 1) by these weights; with
+    equal weights the first server of a 2-layer model took both layers and the second only the
+    output layer (measured on the H200). Weights 1, 2, ..., n put the output layer's extra share on
+    the last server. recompute() checks the outcome (every server holds a KV-cache layer)."""
+    return ",".join(str(i + 1) for i in range(n_servers))
+
+
 def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, model: pathlib.Path,
-            out_dir: pathlib.Path, tolerances: Tolerances, threads: int, timeout_s: float = 300) -> dict:
+            out_dir: pathlib.Path, tolerances: Tolerances, threads: int, timeout_s: float = 300,
+            tensor_split: str = "") -> dict:
     """Runs the route and every comparison; writes the raw files and compat_report.json; returns it."""
     if len(lanes) < 2 or len({lane.backend for lane in lanes}) < 2:
         raise RouteError("a mixed route needs two or more lanes of different backends")
@@ -146,10 +157,11 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                 raise RouteError(f"rpc-server of {lane.lane_id} did not listen on 127.0.0.1:{port} (see {log_path})")
             servers.append((lane, port, proc, log_path))
         endpoints = ",".join(f"127.0.0.1:{port}" for _, port, _, _ in servers)
+        split = tensor_split or default_split(len(servers))
         route_args = ["-ngl", "99", "-rpc", endpoints, "-dev", ",".join(f"RPC{i}" for i in range(len(servers))),
-                      "-ts", ",".join("1" for _ in servers)]
+                      "-ts", split]
         greedy_route = ["-ngl", "99", "--rpc", endpoints, "--device", ",".join(f"RPC{i}" for i in range(len(servers))),
-                        "-ts", ",".join("1" for _ in servers)]
+                        "-ts", split]
         step.log(f"# lanes-config endpoints={endpoints}")
         client_lane = by_id[client]
         parties = [("route", client_lane.lane_dir, route_args, greedy_route)]
@@ -239,6 +251,10 @@ def recompute(out_dir: pathlib.Path) -> dict:
     unsplit = [d for d in split_runs if len(d) < n_servers]
     if not split_runs or unsplit:
         problems.append(f"route runs whose weights were not on every RPC device: {len(unsplit)} of {len(split_runs)}")
+    # Every server computes at least one transformer layer (a KV-cache layer), not only the output.
+    no_layer = [devs for devs in _kv_devices_per_route_run(text) if len(devs) < n_servers]
+    if not split_runs or no_layer:
+        problems.append(f"route runs where some RPC device holds no transformer layer: {len(no_layer)} of {len(split_runs)}")
     comparisons: dict[str, dict] = {}
     with np.load(logs / LOGITS_FILE, allow_pickle=False) as z:
         keys = set(z.files)
@@ -273,6 +289,14 @@ def recompute(out_dir: pathlib.Path) -> dict:
     }
     return {"rpc_protocol_version": versions[0] if len(versions) == 1 else "", "comparisons": comparisons,
             "worst": worst, "tolerances": tol, "problems": problems, "compatible": not problems}
+
+
+_KV_LAYER = re.compile(r"llama_kv_cache: layer +\d+: dev = (RPC\d+)")
+
+
+def _kv_devices_per_route_run(text: str) -> list[set[str]]:
+    return [{m.group(1) for m in _KV_LAYER.finditer(cmd.output)}
+            for cmd in log_blocks.commands(text) if "-rpc" in cmd.argv]
 
 
 def _judge(c: dict, tol: dict) -> list[str]:

@@ -27,6 +27,7 @@ flags.DEFINE_string("cpu_lane_dir", None, "The CPU lane (a comparison party).")
 flags.DEFINE_string("model", None, "GGUF model.")
 flags.DEFINE_string("spec", None, "The lane spec (//lanes:spec.json): backends of the lanes.")
 flags.DEFINE_string("out_dir", None, "Where logs/ and compat_report.json go.")
+flags.DEFINE_string("tensor_split", "", "-ts weights for the route (default 1,2,...: every server gets a layer).")
 flags.DEFINE_float("max_abs_delta_logit", rpc_route.Tolerances.max_abs_delta_logit, "Tolerance.")
 flags.DEFINE_float("max_mean_kl", rpc_route.Tolerances.max_mean_kl, "Tolerance (nats).")
 flags.DEFINE_float("min_top1_agreement", rpc_route.Tolerances.min_top1_agreement, "On decisive positions.")
@@ -55,7 +56,7 @@ def main(argv: list[str]) -> int:
     try:
         report = rpc_route.measure(lanes, FLAGS.client, pathlib.Path(FLAGS.cpu_lane_dir).absolute(),
                                    pathlib.Path(FLAGS.model).absolute(), pathlib.Path(FLAGS.out_dir).absolute(), tol,
-                                   threads=os.cpu_count() or 1)
+                                   threads=os.cpu_count() or 1, tensor_split=FLAGS.tensor_split)
     except rpc_route.RouteError as err:
         print(f"rpc_route: {err}", file=sys.stderr)
         return 1

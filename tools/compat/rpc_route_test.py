@@ -14,7 +14,8 @@ PARTIES = ("route", "cuda", "vulkan", "cpu")
 
 
 def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str, ...] = ("RPC0", "RPC1"),
-               versions: tuple[str, ...] = ("3.0.0", "3.0.0"), greedy_route: str = "the same words") -> pathlib.Path:
+               versions: tuple[str, ...] = ("3.0.0", "3.0.0"), greedy_route: str = "the same words",
+               kv_layers: tuple[str, ...] = ("RPC0", "RPC1")) -> pathlib.Path:
     logs = out / "logs"
     logs.mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -33,6 +34,7 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
             (logs / f"greedy.{who}.{i}.txt").write_text(greedy_route if who == "route" else "the same words")
         lines.append(f"$ /lanes/cuda/bin/llama-logits -m m.gguf -p p{i} -o x -ngl 99 -rpc 127.0.0.1:1,127.0.0.1:2 -dev RPC0,RPC1")
         lines += [f"load_tensors: RPC0[127.0.0.1:{n + 1}] model buffer size =     2.00 MiB" for n, d in enumerate(split)]
+        lines += [f"llama_kv_cache: layer   {n}: dev = {d}" for n, d in enumerate(kv_layers)]
         lines.append("# exit 0 after 0.50s")
     (logs / "compat.log").write_text("\n".join(lines) + "\n")
     for alias, version in zip(("cuda", "vulkan"), versions):
@@ -61,6 +63,17 @@ def test_route_that_did_not_split_is_refused(tmp_path):
     result = rpc_route.recompute(_write_run(tmp_path, split=("RPC0",)))
     assert not result["compatible"]
     assert any("not on every RPC device: 2 of 2" in p for p in result["problems"])
+
+
+def test_route_whose_second_server_holds_only_the_output_layer_is_refused(tmp_path):
+    # As measured on the H200 with equal -ts weights: layers 0-1 on RPC0, only the output on RPC1.
+    result = rpc_route.recompute(_write_run(tmp_path, kv_layers=("RPC0", "RPC0")))
+    assert not result["compatible"]
+    assert any("holds no transformer layer: 2 of 2" in p for p in result["problems"])
+
+
+def test_default_split_weights():
+    assert rpc_route.default_split(2) == "1,2" and rpc_route.default_split(3) == "1,2,3"
 
 
 def test_servers_of_different_protocol_versions_are_refused(tmp_path):
