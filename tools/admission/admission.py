@@ -391,18 +391,18 @@ def _compatibility_refusal(rec, lanes, model, admitted, policy=None) -> str:
     if not model or _norm_digest(rec.model_sha256) != model:
         return f"for model {rec.model_sha256 or '(none)'}, route model is {model or '(none)'}"
     t = rec.tolerances
-    if not (rec.kl_divergence <= t.max_kl_divergence and rec.top1_agreement >= t.min_top1_agreement
-            and rec.max_abs_delta_logit <= t.max_abs_delta_logit and rec.greedy_agreement >= t.min_greedy_agreement):
-        return (f"measured kl {rec.kl_divergence:g} / top1 {rec.top1_agreement:g} / max|dlogit| "
-                f"{rec.max_abs_delta_logit:g} / greedy {rec.greedy_agreement:g} outside its own tolerances "
-                f"{t.max_kl_divergence:g} / {t.min_top1_agreement:g} / {t.max_abs_delta_logit:g} / {t.min_greedy_agreement:g}")
+    bounds = [("its own tolerances", t.max_kl_divergence, t.min_top1_agreement, t.max_abs_delta_logit, t.min_greedy_agreement)]
     if policy is not None and policy.HasField("compatibility"):
         b = policy.compatibility
-        if not (rec.kl_divergence <= b.max_mean_kl and rec.top1_agreement >= b.min_top1_agreement
-                and rec.max_abs_delta_logit <= b.max_abs_delta_logit and rec.greedy_agreement >= b.min_greedy_agreement):
+        bounds.append(("the policy's compatibility bounds", b.max_mean_kl, b.min_top1_agreement, b.max_abs_delta_logit,
+                       b.min_greedy_agreement))
+    for whose, max_kl, min_top1, max_delta, min_greedy in bounds:
+        # `not (x <= bound)` also refuses NaN.
+        if not (rec.kl_divergence <= max_kl and rec.top1_agreement >= min_top1
+                and rec.max_abs_delta_logit <= max_delta and rec.greedy_agreement >= min_greedy):
             return (f"measured kl {rec.kl_divergence:g} / top1 {rec.top1_agreement:g} / max|dlogit| "
-                    f"{rec.max_abs_delta_logit:g} / greedy {rec.greedy_agreement:g} outside the policy's compatibility "
-                    f"bounds {b.max_mean_kl:g} / {b.min_top1_agreement:g} / {b.max_abs_delta_logit:g} / {b.min_greedy_agreement:g}")
+                    f"{rec.max_abs_delta_logit:g} / greedy {rec.greedy_agreement:g} outside {whose} "
+                    f"{max_kl:g} / {min_top1:g} / {max_delta:g} / {min_greedy:g}")
     by_lane = {entry.lane_id: entry for entry in rec.lanes}
     for cert in admitted:
         for field in ("upstream_commit", "patch_stack_digest"):
