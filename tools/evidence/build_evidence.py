@@ -64,15 +64,22 @@ def stage_from_meta(meta: dict[str, Any]) -> pb.CMakeStage:
 
 
 def stage_metas(stage_logs: Iterable[str]) -> list[dict[str, Any]]:
-    """The meta.json of every stage among its CMake_logs files; a stage must have one.
+    """One entry per cmake() stage, from the files of its CMake_logs output group.
 
-    The real rules_foreign_cc writes only plain logs (no meta.json); evidence without compilers and
-    command lines would overstate nothing but say less, so that case is refused with the reason.
+    The offline stand-in writes meta.json (command lines, compilers, timings). The real
+    rules_foreign_cc writes only plain logs in <name>_foreign_cc/; such a stage is recorded by name
+    with nothing else, so the evidence says less (no compilers or command lines) but never more.
     """
-    metas = [load_json(p) for p in stage_logs if pathlib.Path(p).name == "meta.json"]
-    if not metas:
-        raise ValueError(f"no meta.json among the cmake() stages' CMake_logs ({', '.join(stage_logs) or 'none'}): "
-                         "build evidence needs the stand-in cmake()'s meta.json (third_party/offline/rules_foreign_cc)")
+    by_stage: dict[str, list[pathlib.Path]] = {}
+    for p in map(pathlib.Path, stage_logs):
+        by_stage.setdefault(p.parent.name.removesuffix("_foreign_cc"), []).append(p)
+    if not by_stage:
+        raise ValueError("no cmake() stage logs given (the stages' CMake_logs output groups are empty)")
+    metas = []
+    for name, files in sorted(by_stage.items()):
+        meta = [f for f in files if f.name == "meta.json"]
+        metas.append(load_json(meta[0]) if meta else
+                     {"name": name, "cache_entries": {}, "started": 0.0, "finished": 0.0, "commands": [], "compilers": {}})
     return metas
 
 

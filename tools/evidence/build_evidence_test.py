@@ -84,5 +84,20 @@ def test_tampering_missing_and_unknown_schema(tmp_path):
         build_evidence.read_evidence(tmp_path / "absent.pb")
 
 
+def test_stage_metas_from_the_stand_in_and_from_real_rules_foreign_cc_logs(tmp_path):
+    stand_in = tmp_path / "cpu_ggml_foreign_cc"
+    stand_in.mkdir()
+    (stand_in / "meta.json").write_text('{"name": "cpu_ggml", "cache_entries": {"A": "1"}, "started": 1.0, "finished": 2.0}')
+    (stand_in / "build.log").write_text("log")
+    real = tmp_path / "cpu_llama_foreign_cc"  # the real rule: plain logs only
+    real.mkdir()
+    (real / "CMake.log").write_text("log")
+    metas = build_evidence.stage_metas([str(stand_in / "build.log"), str(stand_in / "meta.json"), str(real / "CMake.log")])
+    assert [m["name"] for m in metas] == ["cpu_ggml", "cpu_llama"]
+    assert metas[0]["cache_entries"] == {"A": "1"} and metas[1]["commands"] == [] and metas[1]["compilers"] == {}
+    with pytest.raises(ValueError, match="no cmake"):
+        build_evidence.stage_metas([])
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
