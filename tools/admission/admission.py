@@ -390,12 +390,13 @@ def _compatibility_refusal(rec, lanes, model, admitted, policy=None) -> str:
         return f"covers lanes {sorted(rec.lane_ids)}, route needs exactly {lanes}"
     if not model or _norm_digest(rec.model_sha256) != model:
         return f"for model {rec.model_sha256 or '(none)'}, route model is {model or '(none)'}"
+    if policy is None or not policy.HasField("compatibility"):
+        return "the policy states no compatibility bounds (AdmissionPolicy.compatibility): no mixed route is admitted"
     t = rec.tolerances
     bounds = [("its own tolerances", t.max_kl_divergence, t.min_top1_agreement, t.max_abs_delta_logit, t.min_greedy_agreement)]
-    if policy is not None and policy.HasField("compatibility"):
-        b = policy.compatibility
-        bounds.append(("the policy's compatibility bounds", b.max_mean_kl, b.min_top1_agreement, b.max_abs_delta_logit,
-                       b.min_greedy_agreement))
+    b = policy.compatibility
+    bounds.append(("the policy's compatibility bounds", b.max_mean_kl, b.min_top1_agreement, b.max_abs_delta_logit,
+                   b.min_greedy_agreement))
     for whose, max_kl, min_top1, max_delta, min_greedy in bounds:
         # `not (x <= bound)` also refuses NaN.
         if not (rec.kl_divergence <= max_kl and rec.top1_agreement >= min_top1

@@ -316,6 +316,16 @@ def test_policy_compatibility_bounds_refuse_a_looser_record(policy, key, two_lan
     assert decide(strict, envs, nodes, compat=[_compat(key)]).routable
 
 
+def test_policy_without_compatibility_bounds_admits_no_mixed_route(policy, key, two_lanes):
+    envs, nodes = two_lanes
+    bare = admission_pb2.AdmissionPolicy()
+    bare.CopyFrom(policy)
+    bare.ClearField("compatibility")
+    d = decide(bare, envs, nodes, compat=[_compat(key)])
+    assert_refused(d, "mixed-backends-without-compatibility")
+    assert "states no compatibility bounds" in " ".join(d.reasons)
+
+
 def test_compatibility_record_is_not_a_certification_record(policy, key):
     report = sample_reports.make_report()
     d = decide(policy, [_compat(key)], [sample_reports.node_for(report)])

@@ -69,7 +69,7 @@ def test_sign_then_admit_through_files(tmp_path):
     policy_edit.update_policy_file(
         policy_path, policy_id="lanes-test", public_key=files.public_pem.read_bytes(),
         not_before=now - dt.timedelta(days=1), required_checks=list(sample_reports.REQUIRED_CHECKS),
-        speed_floors=[("*", "speed.tg_tokens_per_s", 5.0)],
+        speed_floors=[("*", "speed.tg_tokens_per_s", 5.0)], compatibility_bounds=(0.01, 0.95, 1.0, 1.0),
     )
     records_dir = tmp_path / "records"
     node_paths = []

@@ -100,6 +100,7 @@ def update_policy_file(
     max_record_age_days: int | None = None,
     supported_record_schema_versions: Iterable[int] | None = None,
     remove_keyids: Iterable[str] = (),
+    compatibility_bounds: tuple[float, float, float, float] | None = None,
 ) -> admission_pb2.AdmissionPolicy:
     """Loads `path` (or starts a new policy), applies the changes, validates and writes it back."""
     path = pathlib.Path(path)
@@ -126,6 +127,10 @@ def update_policy_file(
     if supported_record_schema_versions is not None:
         del policy.supported_record_schema_versions[:]
         policy.supported_record_schema_versions.extend(supported_record_schema_versions)
+    if compatibility_bounds is not None:
+        # max mean KL, min top-1 agreement, max |delta logit|, min greedy agreement.
+        c = policy.compatibility
+        c.max_mean_kl, c.min_top1_agreement, c.max_abs_delta_logit, c.min_greedy_agreement = compatibility_bounds
     policy_lib.validate(policy, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(policy_lib.policy_to_json(policy))

@@ -36,6 +36,8 @@ flags.DEFINE_multi_string("metric_ceiling", [], "LANE:METRIC:MAX, e.g. '*:cancel
 flags.DEFINE_multi_string("remove_key", [], "Keyid to stop trusting (e.g. a lost key, or one whose records were "
                           "superseded); every record it signed is then refused as unknown-key.")
 flags.DEFINE_integer("max_record_age_days", None, "Refuse records issued longer ago than this.")
+flags.DEFINE_list("compatibility_bounds", [], "MAX_MEAN_KL,MIN_TOP1,MAX_ABS_DELTA_LOGIT,MIN_GREEDY: what every "
+                  "compatibility record must meet; without them no mixed-backend route is admitted.")
 flags.DEFINE_multi_integer("supported_record_schema_version", [], "Record schema versions accepted (replaces).")
 
 
@@ -66,7 +68,20 @@ def _run_from_flags() -> admission_pb2.AdmissionPolicy:
         max_record_age_days=FLAGS.max_record_age_days,
         supported_record_schema_versions=FLAGS.supported_record_schema_version or None,
         remove_keyids=FLAGS.remove_key,
+        compatibility_bounds=_bounds(FLAGS.compatibility_bounds),
     )
+
+
+def _bounds(values: list[str]) -> tuple[float, float, float, float] | None:
+    if not values:
+        return None
+    if len(values) != 4:
+        raise app.UsageError("--compatibility_bounds takes four numbers: MAX_MEAN_KL,MIN_TOP1,MAX_ABS_DELTA_LOGIT,MIN_GREEDY")
+    try:
+        kl, top1, delta, greedy = (float(v) for v in values)
+    except ValueError as err:
+        raise app.UsageError(f"--compatibility_bounds: {err}") from err
+    return kl, top1, delta, greedy
 
 
 if __name__ == "__main__":

@@ -82,6 +82,9 @@ def make_policy(*signing_keys: Ed25519PrivateKey, floor: float = 10.0) -> admiss
     for key in signing_keys:
         policy.trusted_keys.append(trusted_key(key, NOW - dt.timedelta(days=365), NOW + dt.timedelta(days=365)))
     policy.speed_floors.add(lane_id="*", metric="speed.tg_tokens_per_s", min_value=floor)
+    # Mixed routes need bounds the policy states (admission refuses them otherwise).
+    policy.compatibility.max_mean_kl, policy.compatibility.min_top1_agreement = 0.01, 0.95
+    policy.compatibility.max_abs_delta_logit, policy.compatibility.min_greedy_agreement = 0.5, 1.0
     return policy
 
 

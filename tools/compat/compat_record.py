@@ -41,9 +41,14 @@ def load_measurement(out_dir: pathlib.Path) -> dict:
         if not raw.is_file() or _digest(raw) != digest:
             raise CompatibilityInputError(f"{raw}: missing or changed since the measurement (digest {digest})")
     again = rpc_route.recompute(out_dir)
-    for key in ("comparisons", "worst", "rpc_protocol_version", "problems", "compatible"):
+    for key in ("comparisons", "worst", "rpc_protocol_version", "problems", "compatible", "tolerances",
+                "model_sha256", "prompts_measured", "endpoints", "lanes_measured"):
         if json.dumps(again[key], sort_keys=True) != json.dumps(report.get(key), sort_keys=True):
             raise CompatibilityInputError(f"{path}: {key} differs from what its raw files give: the report was edited")
+    logged = sorted(f"{lane['lane_id']} {lane['build_evidence_digest']} {lane['certification_report_digest'] or '-'} "
+                    f"{lane['server_device']}" for lane in report["lanes"])
+    if logged != again["lanes_measured"]:
+        raise CompatibilityInputError(f"{path}: its lanes differ from the lanes compat.log says were measured")
     if not report["compatible"]:
         raise CompatibilityInputError(f"{path}: the route is not compatible: {'; '.join(report['problems'])}")
     return report
@@ -70,15 +75,15 @@ def build(out_dir: pathlib.Path, record_ids: dict[str, str]) -> certification_pb
     report = load_measurement(out_dir)
     rec = certification_pb2.CompatibilityRecord(
         lane_ids=[lane["lane_id"] for lane in report["lanes"]],
-        model_sha256=report["model_sha256"],
+        model_sha256=report["model_sha256"],  # equal to the digest compat.log names (checked above)
         kl_divergence=report["worst"]["mean_kl"],
         top1_agreement=report["worst"]["top1_agreement"],
         max_abs_delta_logit=report["worst"]["max_abs_delta_logit"],
         greedy_agreement=report["worst"]["greedy_agreement"],
         rpc_protocol_version=report["rpc_protocol_version"],
-        endpoints=report["network"]["endpoints"],
+        endpoints=report["endpoints"],
         loopback=bool(report["network"]["loopback"]),
-        prompts=len(report["prompts"]),
+        prompts=report["prompts_measured"],
         measurement_digest=_digest(out_dir / rpc_route.REPORT_FILE),
     )
     tol = report["tolerances"]

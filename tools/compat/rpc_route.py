@@ -132,6 +132,9 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     """Runs the route and every comparison; writes the raw files and compat_report.json; returns it."""
     if len(lanes) < 2 or len({lane.backend for lane in lanes}) < 2:
         raise RouteError("a mixed route needs two or more lanes of different backends")
+    aliases = [lane.alias for lane in lanes]
+    if len(set(aliases)) != len(lanes) or {"route", "cpu"} & set(aliases) or any("." in a for a in aliases):
+        raise RouteError(f"the route's lanes must be distinct, with distinct backend names other than route/cpu: {aliases}")
     by_id = {lane.lane_id: lane for lane in lanes}
     if client not in by_id:
         raise RouteError(f"--client {client} is not one of the route's lanes {sorted(by_id)}")
@@ -140,10 +143,17 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     tracker = ProcessTracker()
     step = Step("compat", logs, tracker)
     step.log(f"# lanes-config tie_margin={TIE_MARGIN!r}")
+    step.log(f"# lanes-config model_sha256={_digest(model).removeprefix('sha256:')}")
+    step.log(f"# lanes-config prompts={len(PROMPTS)}")
+    # Each lane as measured: lane id, build evidence digest, runner report digest, server device.
+    for lane in lanes:
+        step.log(f"# lanes-config lane.{lane.alias}={lane.lane_id} {build_evidence.evidence_digest(lane.evidence)} "
+                 f"{_digest(lane.report) if lane.report else '-'} {lane.server_device}")
     for key, value in dataclasses.asdict(tolerances).items():
         step.log(f"# lanes-config tol_{key}={value!r}")
     servers: list[tuple[RouteLane, int, subprocess.Popen, pathlib.Path]] = []
     arrays: dict[str, np.ndarray] = {}
+    status = 1
     try:
         for lane in lanes:
             port = _free_port()
@@ -179,18 +189,25 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                 text = logs / f"greedy.{who}.{i}.txt"
                 step.log(f"$ {' '.join(greedy_argv(lane_dir / 'bin' / 'llama-completion', model, prompt, threads, gargs))}"
                          f"  (stdout: {text.name})")
-                res = subprocess.run(greedy_argv(lane_dir / "bin" / "llama-completion", model, prompt, threads, gargs),
-                                     capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-                text.write_bytes(res.stdout)
-                step.log(res.stderr.decode(errors="replace"))
-                step.log(f"# exit {res.returncode} after 0s")
-                if res.returncode != 0:
-                    raise RouteError(f"llama-completion for {who}, prompt {i}, exited {res.returncode} (see {step.log_path})")
+                started = time.monotonic()
+                proc = tracker.popen(greedy_argv(lane_dir / "bin" / "llama-completion", model, prompt, threads, gargs),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                try:
+                    stdout, stderr = proc.communicate(timeout=timeout_s)
+                except subprocess.TimeoutExpired as err:
+                    tracker.stop(proc)
+                    raise RouteError(f"llama-completion for {who}, prompt {i}, timed out after {timeout_s:g}s") from err
+                text.write_bytes(stdout)
+                step.log(stderr.decode(errors="replace"))
+                step.log(f"# exit {proc.returncode} after {time.monotonic() - started:.2f}s")
+                if proc.returncode != 0:
+                    raise RouteError(f"llama-completion for {who}, prompt {i}, exited {proc.returncode} (see {step.log_path})")
+        status = 0
     finally:
         tracker.stop_all(grace_s=2.0)
         with open(logs / LOGITS_FILE, "wb") as f:
             np.savez_compressed(f, **arrays)
-        step.finish(0, "measured")
+        step.finish(status, "measured" if status == 0 else "failed: see the last command")
     report = {
         "schema_version": SCHEMA_VERSION,
         "lanes": [{"lane_id": lane.lane_id, "backend": lane.backend, "server_device": lane.server_device,
@@ -238,9 +255,11 @@ def recompute(out_dir: pathlib.Path) -> dict:
     tol = {k.removeprefix("tol_"): float(v) for k, v in cfg.items() if k.startswith("tol_")}
     tie = float(cfg.get("tie_margin", TIE_MARGIN))
     problems: list[str] = []
-    versions = sorted({m.group(1) for p in logs.glob("rpc.*.log") for m in _RPC_VERSION.finditer(log_blocks.read(p))})
-    if len(versions) != 1:
-        problems.append(f"rpc-servers report protocol versions {versions or 'none'}: need exactly one")
+    per_server = {p.name: _RPC_VERSION.findall(log_blocks.read(p)) for p in sorted(logs.glob("rpc.*.log"))}
+    versions = sorted({v for found in per_server.values() for v in found})
+    if len(per_server) < 2 or any(len(found) != 1 for found in per_server.values()) or len(versions) != 1:
+        problems.append(f"rpc-server protocol versions {per_server or 'none'}: need two or more servers, each "
+                        "printing exactly one version, all equal")
     # The route really split its layers: every RPC device got model weights, in every route run.
     split_runs = []
     for cmd in log_blocks.commands(text):
@@ -256,30 +275,43 @@ def recompute(out_dir: pathlib.Path) -> dict:
     if not split_runs or no_layer:
         problems.append(f"route runs where some RPC device holds no transformer layer: {len(no_layer)} of {len(split_runs)}")
     comparisons: dict[str, dict] = {}
+    # What was measured is what compat.log ran: every party (each lane alone, the CPU lane) on every
+    # prompt; a party or prompt missing from logits.npz is a problem, never a smaller comparison.
+    n_prompts = int(cfg.get("prompts", "0") or 0)
+    parties = sorted({p.name[len("rpc."):-len(".log")] for p in logs.glob("rpc.*.log")} | {"cpu"})
+    if n_prompts <= 0:
+        problems.append("compat.log names no prompt count")
     with np.load(logs / LOGITS_FILE, allow_pickle=False) as z:
         keys = set(z.files)
-        parties = sorted({k.split(".")[0] for k in keys} - {"route"})
-        n_prompts = len({k.split(".")[1] for k in keys if k.startswith("route.")})
+        for i in range(n_prompts):
+            if f"route.{i}.logits" not in keys:
+                problems.append(f"no route logits for prompt {i}")
         for who in parties:
             ref_rows, got_rows, tokens_equal = [], [], True
             for i in range(n_prompts):
-                if f"{who}.{i}.logits" not in keys:
+                if f"{who}.{i}.logits" not in keys or f"route.{i}.logits" not in keys:
                     problems.append(f"no logits for {who}, prompt {i}")
                     continue
-                tokens_equal &= bool(np.array_equal(z[f"{who}.{i}.tokens"], z[f"route.{i}.tokens"]))
+                if not np.array_equal(z[f"{who}.{i}.tokens"], z[f"route.{i}.tokens"]):
+                    tokens_equal = False  # different token sequences: not comparable position by position
+                    continue
                 ref_rows.append(z[f"{who}.{i}.logits"])
                 got_rows.append(z[f"route.{i}.logits"])
+            if not tokens_equal:
+                problems.append(f"route vs {who}: different token sequences")
             if not ref_rows:
+                problems.append(f"route vs {who}: nothing compared")
                 continue
-            counts, metrics = compare(np.concatenate(ref_rows), np.concatenate(got_rows), tie)
-            greedy_same = sum((logs / f"greedy.{who}.{i}.txt").is_file() and
-                              (logs / f"greedy.{who}.{i}.txt").read_bytes() == (logs / f"greedy.route.{i}.txt").read_bytes()
-                              and (logs / f"greedy.route.{i}.txt").stat().st_size > 0 for i in range(n_prompts))
+            try:
+                counts, metrics = compare(np.concatenate(ref_rows), np.concatenate(got_rows), tie)
+            except ValueError as err:
+                problems.append(f"route vs {who}: {err}")
+                continue
+            greedy_same = sum(_same_nonempty(logs / f"greedy.{who}.{i}.txt", logs / f"greedy.route.{i}.txt")
+                              for i in range(n_prompts))
             comparisons[who] = {**counts, **metrics, "tokens_identical": tokens_equal,
                                 "greedy_agreement": greedy_same / n_prompts if n_prompts else math.nan,
                                 "greedy_prompts": n_prompts}
-            if not tokens_equal:
-                problems.append(f"route vs {who}: different token sequences")
             problems += [f"route vs {who}: {p}" for p in _judge(comparisons[who], tol)]
     worst = {
         "max_abs_delta_logit": max((c.get("max_abs_delta_logit", math.inf) for c in comparisons.values()), default=math.inf),
@@ -288,7 +320,14 @@ def recompute(out_dir: pathlib.Path) -> dict:
         "greedy_agreement": min((c.get("greedy_agreement", -1.0) for c in comparisons.values()), default=-1.0),
     }
     return {"rpc_protocol_version": versions[0] if len(versions) == 1 else "", "comparisons": comparisons,
-            "worst": worst, "tolerances": tol, "problems": problems, "compatible": not problems}
+            "worst": worst, "tolerances": tol, "problems": problems, "compatible": not problems,
+            "model_sha256": cfg.get("model_sha256", ""), "prompts_measured": n_prompts,
+            "lanes_measured": sorted(v for k, v in cfg.items() if k.startswith("lane.")),
+            "endpoints": [e for e in cfg.get("endpoints", "").split(",") if e]}
+
+
+def _same_nonempty(a: pathlib.Path, b: pathlib.Path) -> bool:
+    return a.is_file() and b.is_file() and b.stat().st_size > 0 and a.read_bytes() == b.read_bytes()
 
 
 _KV_LAYER = re.compile(r"llama_kv_cache: layer +\d+: dev = (RPC\d+)")

@@ -20,7 +20,10 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
     logs.mkdir(parents=True)
     rng = np.random.default_rng(0)
     arrays = {}
-    lines = ["# lanes-config tie_margin=0.1", "# lanes-config tol_max_abs_delta_logit=0.05",
+    lines = ["# lanes-config tie_margin=0.1", "# lanes-config prompts=2", "# lanes-config model_sha256=" + "c" * 64,
+             "# lanes-config endpoints=127.0.0.1:1,127.0.0.1:2", "# lanes-config tol_max_abs_delta_logit=0.05",
+             f"# lanes-config lane.cuda=linux-x86_64-cuda sha256:{'1' * 64} sha256:{'a' * 64} CUDA0",
+             f"# lanes-config lane.vulkan=linux-x86_64-vulkan sha256:{'2' * 64} sha256:{'b' * 64} Vulkan0",
              "# lanes-config tol_max_mean_kl=0.0001", "# lanes-config tol_min_top1_agreement=1.0",
              "# lanes-config tol_min_greedy_agreement=1.0"]
     for i in range(2):
@@ -87,6 +90,50 @@ def test_greedy_divergence_is_refused(tmp_path):
     assert any("greedy agreement" in p for p in result["problems"])
 
 
+def test_a_missing_party_is_a_problem_not_a_smaller_comparison(tmp_path):
+    out = _write_run(tmp_path)
+    with np.load(out / "logs" / rpc_route.LOGITS_FILE) as z:
+        kept = {k: z[k] for k in z.files if not k.startswith("cpu.")}
+    with open(out / "logs" / rpc_route.LOGITS_FILE, "wb") as f:
+        np.savez_compressed(f, **kept)
+    result = rpc_route.recompute(out)
+    assert not result["compatible"] and "no logits for cpu, prompt 0" in result["problems"]
+
+
+def test_no_route_logits_at_all_is_not_compatible(tmp_path):
+    out = _write_run(tmp_path)
+    with open(out / "logs" / rpc_route.LOGITS_FILE, "wb") as f:
+        np.savez_compressed(f, nothing=np.zeros(1))
+    result = rpc_route.recompute(out)
+    assert not result["compatible"] and not result["comparisons"]
+
+
+def test_different_token_sequences_are_refused_without_a_crash(tmp_path):
+    out = _write_run(tmp_path)
+    with np.load(out / "logs" / rpc_route.LOGITS_FILE) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["vulkan.0.tokens"] = arrays["vulkan.0.tokens"][:-1]
+    arrays["vulkan.0.logits"] = arrays["vulkan.0.logits"][:-1]
+    with open(out / "logs" / rpc_route.LOGITS_FILE, "wb") as f:
+        np.savez_compressed(f, **arrays)
+    result = rpc_route.recompute(out)
+    assert "route vs vulkan: different token sequences" in result["problems"]
+
+
+def test_a_server_log_without_its_version_is_refused(tmp_path):
+    out = _write_run(tmp_path)
+    (out / "logs" / "rpc.vulkan.log").write_text("Devices:\n")
+    assert any("protocol versions" in p for p in rpc_route.recompute(out)["problems"])
+
+
+def test_duplicate_lanes_are_refused(tmp_path):
+    a = rpc_route.RouteLane("linux-x86_64-cuda", "cuda", tmp_path, tmp_path / "e.pb")
+    b = rpc_route.RouteLane("linux-aarch64-cuda", "vulkan", tmp_path, tmp_path / "e.pb")
+    with pytest.raises(rpc_route.RouteError, match="distinct"):
+        rpc_route.measure([a, b], "linux-x86_64-cuda", tmp_path, tmp_path / "m.gguf", tmp_path / "out",
+                          rpc_route.Tolerances(), threads=1)
+
+
 def test_a_route_needs_two_backends(tmp_path):
     lane = rpc_route.RouteLane("linux-x86_64-cuda", "cuda", tmp_path, tmp_path / "e.pb")
     with pytest.raises(rpc_route.RouteError, match="different backends"):
@@ -102,8 +149,7 @@ def _measured(tmp_path, **kw) -> pathlib.Path:
                         {"lane_id": "linux-x86_64-vulkan", "backend": "vulkan", "server_device": "Vulkan0",
                          "build_evidence_digest": "sha256:" + "2" * 64, "certification_report_digest": "sha256:" + "b" * 64,
                          "device_class": {"backend": "vulkan", "deviceName": "NVIDIA H200"}}],
-              "model_sha256": "c" * 64, "prompts": ["p0", "p1"],
-              "network": {"endpoints": ["127.0.0.1:1", "127.0.0.1:2"], "loopback": True}}
+              "prompts": ["p0", "p1"], "network": {"endpoints": ["127.0.0.1:1", "127.0.0.1:2"], "loopback": True}}
     report.update(rpc_route.recompute(out))
     report["log_digests"] = {p.name: compat_record._digest(p) for p in sorted((out / "logs").iterdir())}
     (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
@@ -128,6 +174,24 @@ def test_edited_report_is_refused(tmp_path):
     report["worst"]["mean_kl"] = 0.0 if report["worst"]["mean_kl"] else 1e-9
     (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
     with pytest.raises(compat_record.CompatibilityInputError, match="worst differs"):
+        compat_record.build(out, IDS)
+
+
+def test_report_naming_other_lanes_than_measured_is_refused(tmp_path):
+    out = _measured(tmp_path)
+    report = json.loads((out / rpc_route.REPORT_FILE).read_text())
+    report["lanes"][1]["certification_report_digest"] = "sha256:" + "d" * 64  # would bind another record
+    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
+    with pytest.raises(compat_record.CompatibilityInputError, match="lanes differ"):
+        compat_record.build(out, IDS)
+
+
+def test_report_with_looser_tolerances_than_applied_is_refused(tmp_path):
+    out = _measured(tmp_path)
+    report = json.loads((out / rpc_route.REPORT_FILE).read_text())
+    report["tolerances"]["max_mean_kl"] = 1.0
+    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
+    with pytest.raises(compat_record.CompatibilityInputError, match="tolerances differs"):
         compat_record.build(out, IDS)
 
 

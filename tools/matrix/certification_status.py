@@ -132,8 +132,11 @@ def compatibility_pairs(policy_path: pathlib.Path, records_dir: pathlib.Path) ->
         row.update(lanes=sorted(rec.lane_ids), model_sha256=rec.model_sha256,
                    device_classes=[f"{e.lane_id}: {describe_device_class(e.device_class)}" for e in rec.lanes])
         named = [by_id[r] for r in rec.certification_record_ids if r in by_id]
-        if len(named) != len(rec.certification_record_ids) or not named:
-            row["detail"] = "names certification records that are not here or do not verify"
+        if (len(named) != len(rec.certification_record_ids) or not named
+                or len(set(rec.certification_record_ids)) != len(rec.certification_record_ids)
+                or sorted(r.scope.lane_id for _, r in named) != sorted(rec.lane_ids)):
+            row["detail"] = ("names certification records that are not here, do not verify, repeat, or are not "
+                             "exactly one per lane of the record")
             rows.append(row)
             continue
         nodes = [_node_for(r) for _, r in named]

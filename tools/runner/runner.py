@@ -77,6 +77,8 @@ def validate(config: RunnerConfig) -> None:
         raise UsageError("preflight cannot be skipped: every other check depends on it")
     if not config.kv_types:
         raise UsageError("--kv_types is empty")
+    if config.peer_lane_dir is not None and not config.peer_backend:
+        raise UsageError("--peer_lane_dir needs --peer_backend (the peer lane's backend, e.g. cuda)")
 
 
 def _not_run(name: str, why: str) -> CR:
