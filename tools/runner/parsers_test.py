@@ -472,6 +472,17 @@ def test_cancellation_wrong_sigint_exit_fails(tmp_path):
     assert any("llama-server exited 1" in p for p in cancellation.evaluate(logs)[2])
 
 
+def test_exit_line_is_found_after_output_without_a_trailing_newline(tmp_path):
+    # A tool whose output ends mid-line (llama.cpp's async logger can) must not hide its exit status.
+    from tools.runner import log_blocks
+    from tools.runner.steps import ProcessTracker, Step
+    step = Step("demo", tmp_path, ProcessTracker())
+    step.run(["printf", "no newline at the end"], 30)
+    step.finish(0, "done")
+    (cmd,) = log_blocks.commands((tmp_path / "demo.log").read_text())
+    assert cmd.exit_code == 0 and cmd.output == "no newline at the end"
+
+
 if __name__ == "__main__":
     import sys
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -161,7 +161,10 @@ class Step:
             out, _ = proc.communicate()
         seconds = time.monotonic() - start
         text = out.decode("utf-8", errors="replace")
-        self._log.write(text)
+        # The `# exit` line must start a line of its own: a tool whose last output has no newline
+        # (llama.cpp's async logger can end a run mid-line) would otherwise hide it from the parsers,
+        # which then saw no exit status at all (the cancellation and op_oracle CI flakes).
+        self._log.write(text if not text or text.endswith("\n") else text + "\n")
         code = proc.returncode if not timed_out else 124
         self.log(f"# exit {code} after {seconds:.2f}s" + (f" (timed out at {timeout_s:.0f}s)" if timed_out else ""))
         return CommandResult(argv, code, text, seconds, timed_out)
