@@ -84,7 +84,7 @@ for op in ${FIXTURE_PROBE:-}; do
   /usr/bin/time -f "test-backend-ops -o $op: %e s" timeout 120 "$work/lanes/vulkan/bin/test-backend-ops" test -b Vulkan0 -o "$op" 2>&1 | tail -3
 done
 # RUNNER_EXTRA: bring-up flags (e.g. --skip=fixture_parity), which make the run non-recordable.
-python3 -m tools.runner.runner ${RUNNER_EXTRA:-} --lane=linux-x86_64-vulkan \
+python3 -m tools.runner.runner ${RUNNER_EXTRA:-} --timeout_s="${RUNNER_TIMEOUT_S:-900}" --lane=linux-x86_64-vulkan \
   --lane_dir="$work/lanes/vulkan" --evidence="$work/lanes/vulkan.evidence.pb" \
   --cpu_lane_dir="$work/lanes/cpu" --peer_lane_dir="$work/lanes/cuda" --peer_backend=cuda --spec="$carry/spec.json" \
   --model="$work/models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf \
@@ -97,7 +97,27 @@ tar -cJf "$out/run.tar.xz" -C "$work" run
 # layers across them, compared with each lane alone and the CPU lane. With two GPUs the servers sit
 # on different GPUs (CUDA0, Vulkan1), else both on the one GPU.
 vk_dev=Vulkan0; [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && vk_dev=Vulkan1
-cuda_report=""; [ -f /tmp/lanes-stash/cuda-run/runner_report.pb ] && cuda_report=/tmp/lanes-stash/cuda-run/runner_report.pb
+# The CUDA lane's certification run: this session's (certify_remote_cuda.sh stashed it) or else the
+# committed run whose build evidence is exactly the carried CUDA lane's (one, or none is named).
+cuda_report=""
+if [ -f /tmp/lanes-stash/cuda-run/runner_report.pb ]; then
+  cuda_report=/tmp/lanes-stash/cuda-run/runner_report.pb
+else
+  cuda_report=$(python3 - "$work/lanes/cuda.evidence.pb" "$repo"/evidence/runs/linux-x86_64-cuda.*/runner_report.pb <<'PY'
+import hashlib, sys
+from proto import runner_report_pb2
+want = "sha256:" + hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()
+hits = []
+for path in sys.argv[2:]:
+    rep = runner_report_pb2.RunnerReport()
+    rep.ParseFromString(open(path, "rb").read())
+    if rep.build_evidence_digest == want:
+        hits.append(path)
+print(hits[0] if len(hits) == 1 else "")
+PY
+)
+fi
+echo "CUDA certification run for the route: ${cuda_report:-none (the compatibility record cannot be bound)}"
 unset GGML_VK_VISIBLE_DEVICES
 python3 -m tools.compat.rpc_route_cli \
   --lane="linux-x86_64-cuda:$work/lanes/cuda:CUDA0:$cuda_report" \
@@ -106,7 +126,7 @@ python3 -m tools.compat.rpc_route_cli \
   --spec="$carry/spec.json" --out_dir="$work/compat" 2>&1 | tee "$out/compat.txt"
 compat_status=${PIPESTATUS[0]}
 set -e
-[ -n "$cuda_report" ] && cp /tmp/lanes-stash/cuda-run/runner_report.pb "$work/compat/cuda_runner_report.pb"
+[ -n "$cuda_report" ] && cp "$cuda_report" "$work/compat/cuda_runner_report.pb"
 tar -cJf "$out/compat.tar.xz" -C "$work" compat
 echo "runner exit status $status; compat exit status $compat_status"
 exit $(( status != 0 || compat_status != 0 ))

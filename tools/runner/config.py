@@ -40,6 +40,10 @@ class RunnerConfig:
     skip: tuple[str, ...] = ()
     allow_software_icd: bool = False
     fixture_ops: str = ""  # bring-up -o filter for test-backend-ops; non-recordable
+    # test-backend-ops -j (its own worker threads, each with its own backend instance; test mode
+    # only). 0 = half the host's cores, at most 8: Vulkan's per-shape pipeline creation made the
+    # serial run longer than one step timeout on the H200.
+    fixture_jobs: int = 0
     speed_floor_tg: float = 0.0
     speed_floor_pp: float = 0.0
     timeout_s: float = 600.0

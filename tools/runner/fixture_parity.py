@@ -29,6 +29,7 @@ Counting (read from test-backend-ops.cpp at the pin, not guessed):
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 import re
 
@@ -441,10 +442,18 @@ def required_ops(ctx: RunContext) -> tuple[str, ...]:
     return tuple(ops)
 
 
+def fixture_jobs(cfg: config_lib.RunnerConfig) -> int:
+    if cfg.fixture_jobs < 0:
+        raise ValueError(f"--fixture_jobs={cfg.fixture_jobs}: give 0 (automatic) or a positive count")
+    return cfg.fixture_jobs or max(1, min(8, (os.cpu_count() or 1) // 2))
+
+
 def fixture_command(ctx: RunContext) -> list[str]:
     argv = [str(ctx.bin("test-backend-ops"))]
     if ctx.lane.is_accelerator:
-        argv += ["test", "-b", ctx.backend0]
+        # Upstream's -j: each worker evaluates whole test cases with its own backend instances and
+        # prints each result line under one lock, so the per-test lines stay intact.
+        argv += ["test", "-b", ctx.backend0, "-j", str(fixture_jobs(ctx.config))]
         ops = ctx.config.fixture_ops or ",".join(ctx.lane.fixture_ops)
     else:
         argv += ["grad", "-b", "CPU"]

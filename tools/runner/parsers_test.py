@@ -276,10 +276,15 @@ def test_fixture_ops_come_from_the_lane_spec_and_the_override_is_bring_up():
     cfg = RunnerConfig(lane="cuda", lane_dir=pathlib.Path("/l"), evidence=None, spec=pathlib.Path("/s"), model=None,
                        out_dir=pathlib.Path("/o"), report=pathlib.Path("/o/r.pb"))
     ctx = RunContext(config=cfg, lane=lane, logs_dir=pathlib.Path("/o/logs"), scratch_dir=pathlib.Path("/o/s"))
-    assert fixture_parity.fixture_command(ctx)[1:] == ["test", "-b", "CUDA0", "-o", "MUL_MAT,ROPE"]
     import dataclasses
+    ctx.config = dataclasses.replace(cfg, fixture_jobs=3)
+    assert fixture_parity.fixture_command(ctx)[1:] == ["test", "-b", "CUDA0", "-j", "3", "-o", "MUL_MAT,ROPE"]
     ctx.config = dataclasses.replace(cfg, fixture_ops="ADD")
     assert fixture_parity.fixture_command(ctx)[-2:] == ["-o", "ADD"]
+    assert 1 <= int(fixture_parity.fixture_command(ctx)[5]) <= 8  # automatic: half the cores, at most 8
+    ctx.config = dataclasses.replace(cfg, fixture_jobs=-1)
+    with pytest.raises(ValueError, match="fixture_jobs"):
+        fixture_parity.fixture_command(ctx)
 
 
 def _probs(*pairs):

@@ -274,6 +274,7 @@ def define_flags() -> None:
     flags.DEFINE_list("skip", [], f"Checks to skip (bring-up only: non-recordable, exit != 0). One of {','.join(CHECKS)}.")
     flags.DEFINE_bool("allow_software_icd", False, "Vulkan: accept llvmpipe/lavapipe/SwiftShader (diagnostic, non-recordable).")
     flags.DEFINE_string("fixture_ops", "", "test-backend-ops -o filter (bring-up only, non-recordable).")
+    flags.DEFINE_integer("fixture_jobs", 0, "Accelerator lanes: test-backend-ops -j worker threads (0: half the cores, at most 8).")
     flags.DEFINE_float("speed_floor_tg", 0.0, "Token-generation floor, tokens/s.")
     flags.DEFINE_float("speed_floor_pp", 0.0, "Prompt-processing floor, tokens/s.")
     flags.DEFINE_string("policy", "", "Admission policy JSON: its speed floors for this lane raise --speed_floor_*.")
@@ -307,7 +308,7 @@ def config_from_flags() -> RunnerConfig:
         lane=FLAGS.lane, lane_dir=path(FLAGS.lane_dir), evidence=path(FLAGS.evidence), spec=path(FLAGS.spec),
         model=path(FLAGS.model), model_source=FLAGS.model_source, cpu_lane_dir=path(FLAGS.cpu_lane_dir),
         out_dir=path(FLAGS.out_dir), report=path(FLAGS.report), kv_types=tuple(FLAGS.kv_types),
-        skip=tuple(FLAGS.skip), allow_software_icd=FLAGS.allow_software_icd, fixture_ops=FLAGS.fixture_ops,
+        skip=tuple(FLAGS.skip), allow_software_icd=FLAGS.allow_software_icd, fixture_ops=FLAGS.fixture_ops, fixture_jobs=FLAGS.fixture_jobs,
         speed_floor_tg=FLAGS.speed_floor_tg, speed_floor_pp=FLAGS.speed_floor_pp, timeout_s=FLAGS.timeout_s,
         parity_max_abs_delta=FLAGS.parity_max_abs_delta, parity_max_mean_kl=FLAGS.parity_max_mean_kl,
         parity_min_top1=FLAGS.parity_min_top1, bench_pp=FLAGS.bench_pp, bench_tg=FLAGS.bench_tg,
