@@ -42,7 +42,7 @@ def load_measurement(out_dir: pathlib.Path) -> dict:
             raise CompatibilityInputError(f"{raw}: missing or changed since the measurement (digest {digest})")
     again = rpc_route.recompute(out_dir)
     for key in ("comparisons", "worst", "rpc_protocol_version", "problems", "compatible", "tolerances",
-                "model_sha256", "prompts_measured", "endpoints", "lanes_measured"):
+                "model_sha256", "prompts_measured", "logit_prompts_measured", "endpoints", "lanes_measured"):
         if json.dumps(again[key], sort_keys=True) != json.dumps(report.get(key), sort_keys=True):
             raise CompatibilityInputError(f"{path}: {key} differs from what its raw files give: the report was edited")
     logged = sorted(f"{lane['lane_id']} {lane['build_evidence_digest']} {lane['certification_report_digest'] or '-'} "

@@ -43,6 +43,10 @@ PROMPTS = (
     "It was the best of times, it was the worst of times, it was the age of wisdom",
     "Call me Ishmael. Some years ago, never mind how long precisely, having little money",
 )
+# Full logits (32000 floats per position per party) are compared on the first LOGIT_PROMPTS
+# prompts, greedy continuations on all of them: logits on all four made a 37 MB raw file (float32
+# logits do not compress), too large for the evidence that must travel to a GPU host with the lanes.
+LOGIT_PROMPTS = 1
 N_PREDICT = 16
 SEED = 42
 _RPC_VERSION = re.compile(r"Starting RPC server v(\d+\.\d+\.\d+)")
@@ -145,6 +149,7 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     step.log(f"# lanes-config tie_margin={TIE_MARGIN!r}")
     step.log(f"# lanes-config model_sha256={_digest(model).removeprefix('sha256:')}")
     step.log(f"# lanes-config prompts={len(PROMPTS)}")
+    step.log(f"# lanes-config logit_prompts={LOGIT_PROMPTS}")
     # Each lane as measured: lane id, build evidence digest, runner report digest, server device.
     for lane in lanes:
         step.log(f"# lanes-config lane.{lane.alias}={lane.lane_id} {build_evidence.evidence_digest(lane.evidence)} "
@@ -179,13 +184,15 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
         parties += [("cpu", cpu_lane_dir, [], [])]
         for who, lane_dir, args, gargs in parties:
             for i, prompt in enumerate(PROMPTS):
-                out = logs / f"logits.{who}.{i}.bin"
-                res = step.run(logits_argv(lane_dir / "bin" / "llama-logits", model, prompt, out, threads, args), timeout_s)
-                if res.exit_code != 0 or not out.is_file():
-                    raise RouteError(f"llama-logits for {who}, prompt {i}, exited {res.exit_code} (see {step.log_path})")
-                tokens, values = reference_forward.read_logits_file(out)
-                arrays[f"{who}.{i}.tokens"], arrays[f"{who}.{i}.logits"] = np.asarray(tokens), np.asarray(values)
-                out.unlink()
+                if i < LOGIT_PROMPTS:
+                    out = logs / f"logits.{who}.{i}.bin"
+                    res = step.run(logits_argv(lane_dir / "bin" / "llama-logits", model, prompt, out, threads, args),
+                                   timeout_s)
+                    if res.exit_code != 0 or not out.is_file():
+                        raise RouteError(f"llama-logits for {who}, prompt {i}, exited {res.exit_code} (see {step.log_path})")
+                    tokens, values = reference_forward.read_logits_file(out)
+                    arrays[f"{who}.{i}.tokens"], arrays[f"{who}.{i}.logits"] = np.asarray(tokens), np.asarray(values)
+                    out.unlink()
                 text = logs / f"greedy.{who}.{i}.txt"
                 step.log(f"$ {' '.join(greedy_argv(lane_dir / 'bin' / 'llama-completion', model, prompt, threads, gargs))}"
                          f"  (stdout: {text.name})")
@@ -278,17 +285,22 @@ def recompute(out_dir: pathlib.Path) -> dict:
     # What was measured is what compat.log ran: every party (each lane alone, the CPU lane) on every
     # prompt; a party or prompt missing from logits.npz is a problem, never a smaller comparison.
     n_prompts = int(cfg.get("prompts", "0") or 0)
+    # Logits on the first logit_prompts prompts (a measurement without the line: on all of them).
+    n_logit_prompts = int(cfg.get("logit_prompts", n_prompts) or 0)
     parties = sorted({p.name[len("rpc."):-len(".log")] for p in logs.glob("rpc.*.log")} | {"cpu"})
     if n_prompts <= 0:
         problems.append("compat.log names no prompt count")
+    if not 0 < n_logit_prompts <= max(n_prompts, 0):
+        problems.append(f"compat.log's logit_prompts={n_logit_prompts} is not between 1 and prompts={n_prompts}")
+        n_logit_prompts = 0
     with np.load(logs / LOGITS_FILE, allow_pickle=False) as z:
         keys = set(z.files)
-        for i in range(n_prompts):
+        for i in range(n_logit_prompts):
             if f"route.{i}.logits" not in keys:
                 problems.append(f"no route logits for prompt {i}")
         for who in parties:
             ref_rows, got_rows, tokens_equal = [], [], True
-            for i in range(n_prompts):
+            for i in range(n_logit_prompts):
                 if f"{who}.{i}.logits" not in keys or f"route.{i}.logits" not in keys:
                     problems.append(f"no logits for {who}, prompt {i}")
                     continue
@@ -322,6 +334,7 @@ def recompute(out_dir: pathlib.Path) -> dict:
     return {"rpc_protocol_version": versions[0] if len(versions) == 1 else "", "comparisons": comparisons,
             "worst": worst, "tolerances": tol, "problems": problems, "compatible": not problems,
             "model_sha256": cfg.get("model_sha256", ""), "prompts_measured": n_prompts,
+            "logit_prompts_measured": n_logit_prompts,
             "lanes_measured": sorted(v for k, v in cfg.items() if k.startswith("lane.")),
             "endpoints": [e for e in cfg.get("endpoints", "").split(",") if e]}
 

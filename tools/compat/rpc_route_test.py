@@ -15,7 +15,7 @@ PARTIES = ("route", "cuda", "vulkan", "cpu")
 
 def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str, ...] = ("RPC0", "RPC1"),
                versions: tuple[str, ...] = ("3.0.0", "3.0.0"), greedy_route: str = "the same words",
-               kv_layers: tuple[str, ...] = ("RPC0", "RPC1")) -> pathlib.Path:
+               kv_layers: tuple[str, ...] = ("RPC0", "RPC1"), logit_prompts: int | None = None) -> pathlib.Path:
     logs = out / "logs"
     logs.mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -26,6 +26,8 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
              f"# lanes-config lane.vulkan=linux-x86_64-vulkan sha256:{'2' * 64} sha256:{'b' * 64} Vulkan0",
              "# lanes-config tol_max_mean_kl=0.0001", "# lanes-config tol_min_top1_agreement=1.0",
              "# lanes-config tol_min_greedy_agreement=1.0"]
+    if logit_prompts is not None:
+        lines.append(f"# lanes-config logit_prompts={logit_prompts}")
     for i in range(2):
         base = rng.normal(size=(5, 40)).astype(np.float32)
         base[:, 0] += 5.0  # decisive top-1 everywhere
@@ -215,3 +217,21 @@ def test_lane_without_its_certification_record_is_refused(tmp_path):
 if __name__ == "__main__":
     import sys
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_logits_on_the_first_prompts_greedy_on_all(tmp_path):
+    result = rpc_route.recompute(_write_run(tmp_path, logit_prompts=1))
+    assert result["compatible"], result["problems"]
+    assert result["logit_prompts_measured"] == 1 and result["prompts_measured"] == 2
+    assert result["comparisons"]["cuda"]["n_tokens"] == 5  # one prompt's positions, not two
+
+
+def test_greedy_divergence_on_a_prompt_without_logits_is_still_refused(tmp_path):
+    result = rpc_route.recompute(_write_run(tmp_path, logit_prompts=1, greedy_route="other words"))
+    assert any("greedy agreement" in p for p in result["problems"])
+
+
+@pytest.mark.parametrize("count", [0, 3, -1])
+def test_logit_prompt_count_outside_the_prompt_set_is_refused(tmp_path, count):
+    result = rpc_route.recompute(_write_run(tmp_path, logit_prompts=count))
+    assert not result["compatible"] and any("logit_prompts" in p for p in result["problems"])

@@ -10,6 +10,7 @@
 # runner's preflight records which manifest and loader were used. Signing happens back on the
 # issuer's machine: the private key never travels.
 #
+# VULKAN_REPORT=<runner_report.pb>: only the mixed route, bound to that finished Vulkan run.
 # DETACH=1: the whole run goes on in its own session (setsid) on that machine and this command
 # returns at once; `tools/device/poll_detached.sh OUT_DIR` reports progress and, once finished,
 # copies the results into OUT_DIR. For runs longer than one device command (10 minutes): Vulkan's
@@ -79,6 +80,10 @@ python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf
   --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
 
 set +e
+if [ -n "${VULKAN_REPORT:-}" ]; then
+  # Route only: the Vulkan lane's certification already ran (its runner report, carried back here).
+  mkdir -p "$work/run"; cp "$VULKAN_REPORT" "$work/run/runner_report.pb"; status=0
+else
 # FIXTURE_PROBE=<ops>: time test-backend-ops on a few ops first (how long the full fixture run takes).
 for op in ${FIXTURE_PROBE:-}; do
   /usr/bin/time -f "test-backend-ops -o $op: %e s" timeout 120 "$work/lanes/vulkan/bin/test-backend-ops" test -b Vulkan0 -o "$op" 2>&1 | tail -3
@@ -92,6 +97,7 @@ python3 -m tools.runner.runner ${RUNNER_EXTRA:-} --timeout_s="${RUNNER_TIMEOUT_S
   --out_dir="$work/run" --report="$work/run/runner_report.pb" 2>&1 | tee "$out/runner.txt"
 status=${PIPESTATUS[0]}
 tar -cJf "$out/run.tar.xz" -C "$work" run
+fi
 
 # The mixed route: one rpc-server per lane (CUDA and Vulkan), the CUDA lane's client splitting the
 # layers across them, compared with each lane alone and the CPU lane. With two GPUs the servers sit
@@ -128,5 +134,9 @@ compat_status=${PIPESTATUS[0]}
 set -e
 [ -n "$cuda_report" ] && cp "$cuda_report" "$work/compat/cuda_runner_report.pb"
 tar -cJf "$out/compat.tar.xz" -C "$work" compat
+# A device command returns files of at most 16 MiB: larger archives travel in parts (cat to rejoin).
+for f in "$out"/*.tar.xz; do
+  if [ "$(stat -c %s "$f")" -gt 15000000 ]; then split -b 15000000 -d "$f" "$f.part"; rm "$f"; fi
+done
 echo "runner exit status $status; compat exit status $compat_status"
 exit $(( status != 0 || compat_status != 0 ))
