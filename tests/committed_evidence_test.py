@@ -23,6 +23,7 @@ EVIDENCE = (pathlib.Path(os.environ["TEST_SRCDIR"], "lanes", "evidence") if "TES
 POLICY = EVIDENCE / "policy.json"
 RECORDS = sorted((EVIDENCE / "records").glob("*.record.dsse.json"))
 RUNS = sorted(d for d in (EVIDENCE / "runs").iterdir() if d.is_dir()) if (EVIDENCE / "runs").is_dir() else []
+COMPATS = sorted((EVIDENCE / "records").glob("*.compat.dsse.json"))
 
 
 # The embedded model (--model=PATH under Bazel), for recomputing figures that need it (op_oracle).
@@ -128,6 +129,62 @@ def test_audit_names_a_flipped_check_status(run, tmp_path):
 def test_every_committed_run_is_audited():
     assert RUNS, "evidence/runs holds no run"
     assert {r.name.replace(".record.dsse.json", "") for r in map(pathlib.Path, map(str, RECORDS))} <= {r.name for r in RUNS}
+
+
+def _compat_verified(path: pathlib.Path):
+    policy = policy_lib.load_policy(POLICY)
+    store = policy_lib.validate(policy, str(POLICY))
+    rec = records.verify_compatibility(dsse.envelope_from_json(path.read_bytes()), store)
+    return policy, rec, timestamps.parse_utc(rec.issued_at) + dt.timedelta(hours=1)
+
+
+@pytest.mark.parametrize("path", COMPATS, ids=lambda p: p.name.split(".")[0])
+def test_compatibility_record_is_recomputed_from_its_committed_measurement(path):
+    """The signed figures are what the committed raw files give (rpc_route.recompute), each raw
+    file re-hashes to the record's digest, and the measurement names exactly the certified runs."""
+    from tools.compat import compat_record, rpc_route
+    _, rec, _ = _compat_verified(path)
+    measurement = EVIDENCE / "compat" / path.name.replace(".compat.dsse.json", "")
+    report = compat_record.load_measurement(measurement)  # raw digests + recompute == report
+    assert "sha256:" + _sha(measurement / rpc_route.REPORT_FILE) == rec.measurement_digest
+    assert dict(rec.raw_file_digests) == report["log_digests"]
+    again = rpc_route.recompute(measurement)
+    assert again["compatible"] and rec.kl_divergence == again["worst"]["mean_kl"]
+    assert rec.max_abs_delta_logit == again["worst"]["max_abs_delta_logit"]
+    ids = compat_record.record_ids_by_report_digest(EVIDENCE / "records")
+    assert sorted(rec.certification_record_ids) == sorted(
+        ids[lane["certification_report_digest"]] for lane in report["lanes"])
+
+
+@pytest.mark.parametrize("path", COMPATS, ids=lambda p: p.name.split(".")[0])
+def test_mixed_route_is_admitted_only_with_its_compatibility_record(path):
+    policy, rec, when = _compat_verified(path)
+    certs = [admission.load_signed(p) for p in RECORDS]
+    by_id = {}
+    for p in RECORDS:
+        _, record, _ = _verified(p)
+        by_id[record.record_id] = record
+    nodes = [_node(by_id[rid]) for rid in rec.certification_record_ids]
+    for i, node in enumerate(nodes):
+        node.node_id = f"node-{i}"
+    first = by_id[rec.certification_record_ids[0]]
+
+    def decide(route_nodes, compats, model=rec.model_sha256, pol=policy):
+        route = admission.route_from_nodes(route_nodes, model, recipe=first.recipe)
+        return admission.decide(pol, certs, compats, route, when)
+    compat = admission.load_signed(path)
+    ok = decide(nodes, [compat])
+    assert ok.routable, ok.reasons
+    without = decide(nodes, [])
+    assert not without.routable and any(r.startswith(admission.MIXED_WITHOUT_COMPATIBILITY) for r in without.reasons)
+    other_model = decide(nodes, [compat], model="b" * 64)
+    assert not other_model.routable
+    moved = [_node(by_id[rec.certification_record_ids[0]]), _node(by_id[rec.certification_record_ids[1]], driver_major="1")]
+    assert not decide(moved, [compat]).routable
+    unbounded = admission_pb2.AdmissionPolicy()
+    unbounded.CopyFrom(policy)
+    unbounded.ClearField("compatibility")
+    assert not decide(nodes, [compat], pol=unbounded).routable
 
 
 if __name__ == "__main__":
