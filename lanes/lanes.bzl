@@ -157,6 +157,30 @@ def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log
         "notes": notes,
     }
 
+# Upstream-default reference builds (tools/bench measures each lane against one, same host, same
+# pinned and patched tree): what `cmake -B build && cmake --build build` gives a user, i.e.
+# upstream's own defaults (Release, shared libraries, GGML_NATIVE=ON: -march=native on the build
+# host; CUDA: the build host's GPU arch and VMM as upstream ships it). Only llama-bench is built.
+# Offline and relocatable like the lanes; nothing else is pinned, on purpose.
+_UPSTREAM_DEFAULTS = {
+    "BUILD_SHARED_LIBS": "ON",
+    "CMAKE_BUILD_TYPE": "Release",
+    "CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
+    "CMAKE_INSTALL_RPATH": "$ORIGIN/../lib;$ORIGIN",
+    "GGML_NATIVE": "ON",
+    "LLAMA_BUILD_UI": "OFF",
+    "LLAMA_OPENSSL": "OFF",
+    "LLAMA_USE_PREBUILT_UI": "OFF",
+}
+
+UPSTREAM_REFERENCE = {
+    "linux-x86_64-cpu": {"cache_entries": _UPSTREAM_DEFAULTS, "ggml_libs": ["ggml-base", "ggml", "ggml-cpu"]},
+    "linux-x86_64-cuda": {
+        "cache_entries": merge_dicts(_UPSTREAM_DEFAULTS, {"GGML_CUDA": "ON", "CMAKE_CUDA_ARCHITECTURES": "native"}),
+        "ggml_libs": ["ggml-base", "ggml", "ggml-cpu", "ggml-cuda"],
+    },
+}
+
 LANES = {
     "linux-x86_64-cpu": _lane(
         alias = "cpu",
