@@ -111,7 +111,7 @@ def _classify(err: Exception) -> DistributionError:
         return RollbackError(f"{msg}: the repository serves older metadata than this Tracker already trusts")
     if isinstance(err, tuf_errors.UnsignedMetadataError):
         return BelowThresholdError(f"{msg}: not signed by the threshold of trusted keys for its role")
-    if isinstance(err, tuf_errors.LengthOrHashMismatchError):
+    if isinstance(err, tuf_errors.LengthOrHashMismatchError | tuf_errors.DownloadLengthMismatchError):
         return TargetHashMismatchError(f"{msg}: a file differs from the hashes its signed metadata gives")
     if isinstance(err, tuf_errors.DownloadError | OSError):
         return RepositoryUnreachableError(f"{msg}: nothing was decided from this repository")
@@ -161,6 +161,13 @@ class Tracker:
         )
         try:
             updater.refresh()
+        except (tuf_errors.LengthOrHashMismatchError, tuf_errors.DownloadLengthMismatchError) as err:
+            # Metadata pinned by hash in the timestamp/snapshot, served from another version.
+            raise MixAndMatchError(f"{err}: a metadata file is not the one the timestamp/snapshot names (metadata "
+                                   "mixed from different repository versions)") from err
+        except (tuf_errors.RepositoryError, tuf_errors.DownloadError, OSError) as err:
+            raise _classify(err) from err
+        try:
             # ngclient persists metadata only once verified, so these files are the verified ones.
             root = Metadata[Root].from_file(str(self.metadata_dir / "root.json")).signed
             targets_md = Metadata[Targets].from_file(str(self.metadata_dir / "targets.json"))
