@@ -10,6 +10,7 @@ encoding (a LogEntry proto, deterministic bytes) and the signed checkpoint are o
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
@@ -97,8 +98,8 @@ def prove_inclusion(tree: InmemoryTree, index: int, cp: distribution_pb2.Checkpo
     return proof.serialize()
 
 
-def verify_inclusion_json(entry: distribution_pb2.LogEntry, proof_json: dict, cp: distribution_pb2.Checkpoint) -> None:
+def verify_inclusion_json(entry: distribution_pb2.LogEntry, proof_json: dict | str, cp: distribution_pb2.Checkpoint) -> None:
     """For auditors: the entry is in the log the checkpoint signs (raises InvalidProof otherwise)."""
-    proof = InclusionProof.deserialize(proof_json)
+    proof = InclusionProof.deserialize(json.loads(proof_json) if isinstance(proof_json, str) else proof_json)
     leaf = InmemoryTree(algorithm="sha256").hash_buff(leaf_bytes(entry))
     verify_inclusion(leaf, bytes.fromhex(cp.root_hash), proof, size=cp.tree_size)
