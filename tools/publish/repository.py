@@ -103,14 +103,18 @@ class Signers:
         return keys
 
 
-def _atomic_write(path: pathlib.Path, data: bytes) -> None:
+def _atomic_write(path: pathlib.Path, data: bytes, sync: bool = True) -> None:
+    """Temp file + rename: readers see the old file or the new one, never half of one. Target files
+    skip the fsync (thousands per publish): they are content-addressed and hash-checked, and the
+    metadata naming them is synced after them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         pathlib.Path(tmp).unlink(missing_ok=True)
@@ -177,7 +181,7 @@ class RecordRepository:
         info = TargetFile.from_data(path, data, ["sha256"])
         if custom:
             info.unrecognized_fields["custom"] = custom
-        _atomic_write(self.targets_dir / self._target_file_name(path, info.hashes["sha256"]), data)
+        _atomic_write(self.targets_dir / self._target_file_name(path, info.hashes["sha256"]), data, sync=False)
         return info
 
     def init(self, root_keys: Sequence[Ed25519PrivateKey], root_threshold: int, targets_keys: Sequence[Ed25519PrivateKey],
