@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import pathlib
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 
 from proto import certification_pb2, distribution_pb2, runner_report_pb2
 from tools.certify import records
-from tools.policy import dsse, timestamps, trust
+from tools.policy import dsse, safe_io, timestamps, trust
 from tools.policy.errors import CertifyError
 from tools.publish.distribution_errors import MalformedRevocationError
 
@@ -150,3 +151,21 @@ def _covers(r: distribution_pb2.Revocation, record_digest: str, record, signer_k
 
 def record_digest_of_file(data: bytes) -> str:
     return records.sha256_digest(data)
+
+
+def load_dir(directory: pathlib.Path | str, store: trust.TrustStore) -> tuple[RevocationSet, list[str]]:
+    """(verified revocations, problems) from every *.dsse.json in a directory (a copy of a
+    repository's revocations/, e.g. evidence/revocations). An unusable file is one problem, and
+    any problem must make the caller fail closed (a revocation that cannot be read could be the one
+    that matters). A missing directory is no revocations."""
+    directory = pathlib.Path(directory)
+    if not directory.is_dir():
+        return RevocationSet(), []
+    items, problems = [], []
+    for path in sorted(directory.glob("*.dsse.json")):
+        try:
+            data = safe_io.read_regular_file(path, follow_symlinks=False)
+            items.append((records.sha256_digest(data), verify(dsse.envelope_from_json(data), store, str(path))))
+        except CertifyError as err:
+            problems.append(f"{path.name}: {err.code}: {err}")
+    return RevocationSet(tuple(items)), problems
