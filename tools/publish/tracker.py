@@ -35,6 +35,7 @@ from tools.publish.distribution_errors import (
     DistributionError,
     FreezeError,
     LogMismatchError,
+    MalformedRevocationError,
     MixAndMatchError,
     RepositoryUnreachableError,
     RevocationDroppedError,
@@ -215,23 +216,41 @@ class Tracker:
                 raise RevocationDroppedError(
                     f"the log lists revocation {e.target_path} ({e.digest[:23]}) published {e.published_at}, the "
                     "repository does not serve it: a revocation was dropped; nothing is admitted from this view")
-        # Revocations served: verified against current keys; each must be in the log.
-        revs: list[tuple[str, distribution_pb2.Revocation]] = []
+        # Revocations served: each must be in the log and verify. Those by current keys first; a
+        # revocation signed by a key they revoke or retire (published before a rotation) still
+        # counts: revocations only withdraw, and TUF already pins each one by hash.
+        pending: list[tuple[str, str, certification_pb2.Envelope]] = []
         for path, data in sorted(files.items()):
             if not path.startswith(repository.REVOCATIONS_DIR + "/"):
                 continue
             digest = records.sha256_digest(data)
             if digest not in index_by_digest:
                 raise LogMismatchError(f"revocation {path} is served but not in the log; the repository is inconsistent")
-            revs.append((digest, revocations.verify(dsse.envelope_from_json(data), current, path)))
-        rev_set = revocations.RevocationSet(tuple(revs))
-        # Records of a revoked key must still verify (so they can be refused as revoked, and what a
-        # retired key signed before its retirement can stand): its public key comes from the
-        # revocation, signed by a current key.
+            try:
+                pending.append((path, digest, dsse.envelope_from_json(data)))
+            except CertifyError as err:
+                raise MalformedRevocationError(f"revocation {path}: {err}") from err
+        revs: list[tuple[str, distribution_pb2.Revocation]] = []
         signer_keys = dict(current.public_keys)
-        for _, r in revs:
-            if r.issuer_keyid:
-                signer_keys.setdefault(r.issuer_keyid, repository.keys_lib.public_key_from_bytes(bytes(r.issuer_public_key)))
+        for store_round in ("current", "revoked-keys"):
+            store = trust.as_trust_store(signer_keys)
+            left = []
+            for path, digest, env in pending:
+                try:
+                    revs.append((digest, revocations.verify(env, store, path)))
+                except CertifyError as err:
+                    if store_round == "revoked-keys":
+                        raise MalformedRevocationError(f"revocation {path} does not verify ({err.code}: {err}); "
+                                                       "nothing is admitted while a revocation cannot be read") from err
+                    left.append((path, digest, env))
+            pending = left
+            # Records of a revoked key must still verify (to be refused as revoked, or to stand when
+            # signed before a retirement): its public key comes from the verified revocation.
+            for _, r in revs:
+                if r.issuer_keyid:
+                    signer_keys.setdefault(r.issuer_keyid,
+                                           repository.keys_lib.public_key_from_bytes(bytes(r.issuer_public_key)))
+        rev_set = revocations.RevocationSet(tuple(sorted(revs, key=lambda x: x[0])))
         seen = set(state.seen_targets_keyids) | set(current_ids)
         retired = frozenset(seen - set(signer_keys))
         published: list[PublishedRecord] = []
