@@ -11,11 +11,11 @@ import time
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from proto import distribution_pb2
 from tools.admission import decision_summary, tracker_admission
 from tools.certify import records
 from tools.policy import timestamps
 from tools.publish import revocations, testing_repo, translog
-from proto import distribution_pb2
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

@@ -32,8 +32,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 from securesystemslib.signer import CryptoSigner, SSlibKey
 from tuf.api.metadata import (
-    MetaFile,
     Metadata,
+    MetaFile,
     Role,
     Root,
     Snapshot,
