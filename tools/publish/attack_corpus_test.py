@@ -216,6 +216,14 @@ def test_forked_log_is_refused(fx):
     admitted(decide(fx.tracker("newcomer"), report)[0])
 
 
+def test_unreadable_tracker_state_is_never_reset_silently(fx):
+    _, report = published(fx)
+    tracker = fx.tracker()
+    admitted(decide(tracker, report)[0])
+    (tracker.state_dir / "tracker_state.json").write_text("{not json")
+    refused_with(decide(tracker, report)[0], "distribution")
+
+
 def test_inclusion_proof_verifies_against_the_checkpoint_and_fails_for_another_entry(fx):
     data, _ = published(fx)
     published(fx, lane_id="linux-x86_64-other")
@@ -280,6 +288,8 @@ def test_key_dropped_from_root_without_a_retirement_statement_is_refused_as_reti
     fx.repo._write_metadata(root_md, fx.root_keys[:2], ["2.root.json", "root.json"])
     fx.repo.publish(dataclasses.replace(fx.signers, targets=[new_issuer]))
     refused_with(decide(tracker, report)[0], "retired-key")
+    # A Tracker that first refreshes after the rotation walks root v1 -> v2 and knows it too.
+    refused_with(decide(fx.tracker("late"), report)[0], "retired-key")
 
 
 def test_rotation_needs_the_root_threshold(fx):

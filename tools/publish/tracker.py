@@ -153,6 +153,18 @@ class Tracker:
                                         "seen so far, so it is never reset silently: restore it or remove it deliberately") from err
         return state
 
+    def _targets_keys_of_earlier_roots(self) -> set[str]:
+        """Lanes key ids of every targets key in the roots ngclient walked and kept (root_history/):
+        a Tracker that skipped a rotation still knows the retired key."""
+        found: set[str] = set()
+        for path in sorted((self.metadata_dir / "root_history").glob("*.root.json")):
+            try:
+                root = Metadata[Root].from_file(str(path)).signed
+                found |= set(repository.role_trust_store(root).signers)
+            except Exception:  # noqa: BLE001 - history is a hint for naming; the current root decides
+                continue
+        return found
+
     def refresh(self) -> TrackerView:
         updater = Updater(
             metadata_dir=str(self.metadata_dir), metadata_base_url=self.metadata_url,
@@ -251,7 +263,7 @@ class Tracker:
                     signer_keys.setdefault(r.issuer_keyid,
                                            repository.keys_lib.public_key_from_bytes(bytes(r.issuer_public_key)))
         rev_set = revocations.RevocationSet(tuple(sorted(revs, key=lambda x: x[0])))
-        seen = set(state.seen_targets_keyids) | set(current_ids)
+        seen = set(state.seen_targets_keyids) | set(current_ids) | self._targets_keys_of_earlier_roots()
         retired = frozenset(seen - set(signer_keys))
         published: list[PublishedRecord] = []
         for path, data in sorted(files.items()):
