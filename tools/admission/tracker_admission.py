@@ -43,8 +43,31 @@ def decide_from_view(
 ) -> admission_pb2.AdmissionDecision:
     policy_lib.validate(policy)
     certs, compats = inputs_from_view(view)
-    return admission.decide(policy, [*certs, *extra_records], [*compats, *extra_compat], route, now,
-                            trust_store=view.trust_store, cache=cache, screen=view.screen)
+    digest_of: dict[str, str] = {}
+
+    def screen(digest, envelope, record):
+        if record is not None and getattr(record, "record_id", ""):
+            digest_of.setdefault(record.record_id, digest)
+        return view.screen(digest, envelope, record)
+
+    decision = admission.decide(policy, [*certs, *extra_records], [*compats, *extra_compat], route, now,
+                                trust_store=view.trust_store, cache=cache, screen=screen)
+    # Every admitting record must prove its inclusion (RFC 9162 audit path) against the signed
+    # checkpoint; the screen already refused what is not in the log, this is the proof itself.
+    for lane in decision.lanes:
+        if not lane.routable:
+            continue
+        digest = digest_of.get(lane.record_id, "")
+        try:
+            view.inclusion_proof(digest)
+        except Exception as err:  # noqa: BLE001 - any failure to prove inclusion refuses the node
+            lane.routable = False
+            reason = (f"{tracker_lib.NOT_IN_LOG}: node {lane.node_id}: record {lane.record_id[:16]} has no valid "
+                      f"inclusion proof against checkpoint size {view.checkpoint.tree_size} ({type(err).__name__})")
+            lane.reasons.append(reason)
+            decision.reasons.append(reason)
+            decision.routable = False
+    return decision
 
 
 def refused_by_refresh(err: DistributionError, policy: admission_pb2.AdmissionPolicy,

@@ -216,6 +216,18 @@ def test_forked_log_is_refused(fx):
     admitted(decide(fx.tracker("newcomer"), report)[0])
 
 
+def test_an_admitting_record_must_prove_inclusion(fx):
+    data, report = published(fx)
+    view = fx.tracker().refresh()
+    admitted(tracker_admission.decide_from_view(view, POLICY, testing_repo.route_for(report)))
+    # A view whose log index points the record at another leaf: the screen passes, the proof fails.
+    published(fx, lane_id="linux-x86_64-other")
+    view = fx.tracker("t2").refresh()
+    digest = records.sha256_digest(data)
+    view.log_index_by_digest[digest] = 1 - view.log_index_by_digest[digest]
+    refused_with(tracker_admission.decide_from_view(view, POLICY, testing_repo.route_for(report)), "not-in-log")
+
+
 def test_unreadable_tracker_state_is_never_reset_silently(fx):
     _, report = published(fx)
     tracker = fx.tracker()

@@ -97,7 +97,12 @@ class TrackerView:
         return ("revoked", why[len("revoked: "):]) if why else None
 
     def inclusion_proof(self, digest: str) -> dict:
-        return translog.prove_inclusion(self.tree, self.log_index_by_digest[digest], self.checkpoint)
+        """The verified audit path of the log entry publishing `digest`; raises if there is none."""
+        index = self.log_index_by_digest[digest]
+        entry = self.log_entries.entries[index]
+        if entry.digest != digest:
+            raise LogMismatchError(f"log entry {index} publishes {entry.digest[:23]}, not {digest[:23]}")
+        return translog.prove_inclusion(self.tree, index, self.checkpoint, entry)
 
 
 def _classify(err: Exception) -> DistributionError:

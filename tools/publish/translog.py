@@ -91,10 +91,12 @@ def check_consistent(tree: InmemoryTree, old: distribution_pb2.Checkpoint, new: 
         ) from err
 
 
-def prove_inclusion(tree: InmemoryTree, index: int, cp: distribution_pb2.Checkpoint) -> dict:
-    """The audit path of leaf `index` (0-based) against the checkpoint, verified, as JSON for decisions."""
+def prove_inclusion(tree: InmemoryTree, index: int, cp: distribution_pb2.Checkpoint,
+                    entry: distribution_pb2.LogEntry) -> dict:
+    """The audit path of `entry` as leaf `index` (0-based) against the checkpoint, verified from the
+    entry's own bytes (not the tree's copy of the leaf), as JSON for decisions."""
     proof = tree.prove_inclusion(index + 1, cp.tree_size)
-    verify_inclusion(tree.get_leaf(index + 1), bytes.fromhex(cp.root_hash), proof)
+    verify_inclusion(tree.hash_buff(leaf_bytes(entry)), bytes.fromhex(cp.root_hash), proof, size=cp.tree_size)
     return proof.serialize()
 
 
