@@ -75,7 +75,7 @@ def define_flags(fv: flags.FlagValues | None = None) -> flags.FlagValues:
     return fv
 
 
-def safe_io_write(path: str, text: str) -> None:
+def write_atomic(path: str, text: str) -> None:
     """Atomic: a reader never sees half a summary."""
     target = pathlib.Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
@@ -116,7 +116,7 @@ def run(fv: flags.FlagValues, out=sys.stdout, err=sys.stderr) -> int:
                     admission_files.load_route(fv.route)
             envelope = decision_summary.sign(decision_summary.statement(decision, route, view),
                                              keys.load_private_key(fv.summary_key))
-            safe_io_write(fv.summary_out, json.dumps(envelope, sort_keys=True, indent=2) + "\n")
+            write_atomic(fv.summary_out, json.dumps(envelope, sort_keys=True, indent=2) + "\n")
     except CertifyError as error:
         print(f"unusable input: {error.code}: {safe_io.escape(error)}", file=err)
         return EXIT_UNUSABLE_INPUT

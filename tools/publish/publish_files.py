@@ -55,7 +55,8 @@ def revocation_from_flags(*, reason: str, record_digest: str = "", record_file: 
         record_digest = revocations.record_digest_of_file(safe_io.read_regular_file(resolve(record_file)))
     device = {k: v for k, v in (device_fields or {}).items() if v}
     dc = runner_report_pb2.DeviceClass(**device) if device else None
-    raw = keys.public_key_from_bytes(resolve(issuer_public_key).read_bytes()) if issuer_public_key else None
+    raw = (keys.public_key_from_bytes(safe_io.read_regular_file(resolve(issuer_public_key)), issuer_public_key)
+           if issuer_public_key else None)
     return revocations.make(
         reason=reason, now=now, record_digest=record_digest, lane_id=lane_id, device_class=dc,
         issuer_public_key=dsse.raw_public_key(raw) if raw else b"",
