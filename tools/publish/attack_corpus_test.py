@@ -216,6 +216,22 @@ def test_forked_log_is_refused(fx):
     admitted(decide(fx.tracker("newcomer"), report)[0])
 
 
+def test_a_checkpoint_that_is_not_an_envelope_refuses_the_view(fx):
+    _, report = published(fx)
+    _, ts, snap, targets = fx.repo._current()
+    targets.targets[repository.LOG_CHECKPOINT] = fx.repo._write_target(repository.LOG_CHECKPOINT, b"{}")
+    md = repository.Metadata(targets)
+    targets.version += 1
+    data = fx.repo._write_metadata(md, [fx.issuer], [f"{targets.version}.targets.json"])
+    snapshot = repository.Snapshot(version=snap.version + 1, expires=snap.expires,
+                                   meta={"targets.json": repository.MetaFile.from_data(targets.version, data, ["sha256"])})
+    sdata = fx.repo._write_metadata(repository.Metadata(snapshot), [fx.snapshot], [f"{snapshot.version}.snapshot.json"])
+    timestamp = repository.Timestamp(version=ts.version + 1, expires=ts.expires,
+                                     snapshot_meta=repository.MetaFile.from_data(snapshot.version, sdata, ["sha256"]))
+    fx.repo._write_metadata(repository.Metadata(timestamp), [fx.timestamp], ["timestamp.json"])
+    refused_with(decide(fx.tracker(), report)[0], "log-mismatch")
+
+
 def test_an_admitting_record_must_prove_inclusion(fx):
     data, report = published(fx)
     view = fx.tracker().refresh()

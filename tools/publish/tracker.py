@@ -205,7 +205,12 @@ class Tracker:
         snapshot = Metadata.from_file(str(self.metadata_dir / "snapshot.json")).signed
         versions = {"root": root.version, "timestamp": timestamp.version, "snapshot": snapshot.version,
                     "targets": targets.version}
-        return self._check_log_and_build(root, files, versions)
+        try:
+            return self._check_log_and_build(root, files, versions)
+        except DistributionError:
+            raise
+        except CertifyError as err:  # e.g. a checkpoint that is not an envelope: the log is unusable
+            raise LogMismatchError(f"transparency log unusable ({err.code}: {err})") from err
 
     def _check_log_and_build(self, root: Root, files: dict[str, bytes], versions: dict[str, int]) -> TrackerView:
         state = self._state()
