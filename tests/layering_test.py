@@ -5,7 +5,7 @@ Every non-test .py file under tools/ and proto/ is parsed with `ast`; each `impo
 constant or an f-string that starts with "tools.X.") becomes an edge from the file's package to X.
 The graph must have no cycle and no edge from a stage to a later one:
 
-  proto < evidence < model < runner < audit < compat < policy < certify < admission < matrix < job
+  proto < evidence < model < runner < audit < compat < policy < certify < publish < admission < matrix < job
 
 - model is a utility (the embedded GGUF, the model store, the float64 reference): the runner and
   everything above it may use it.
@@ -17,6 +17,9 @@ The graph must have no cycle and no edge from a stage to a later one:
   DSSE envelopes, key files, trust stores and reading/validating policy files. certify (signing a
   report, which refuses keys the policy does not trust) and admission (deciding routes) both build
   on it, so neither imports the other's internals and certify <-> admission cannot come back.
+- publish distributes signed records to Trackers (TUF repository, revocations, transparency log,
+  the Tracker's refresh); it verifies records as certify signs them, and admission decides from a
+  Tracker's view, so it sits between the two.
 - job (the main job behind `bazel run //tools:certify`) sits above everything and only calls down.
 
 Test code (py_test sources, testonly targets, *_test.py, testdata/) may import across stages (a
@@ -42,8 +45,8 @@ from collections.abc import Iterable, Mapping
 import pytest
 
 # Lowest first. A package may import only packages at its own position or before it.
-STAGES = ("proto", "evidence", "model", "runner", "audit", "compat", "policy", "certify", "admission", "matrix",
-          "job")
+STAGES = ("proto", "evidence", "model", "runner", "audit", "compat", "policy", "certify", "publish", "admission",
+          "matrix", "job")
 
 # Edges from an earlier stage to a later one that are known and waiting for a fix in a file the
 # layering work does not own, each with the fix. An entry that no longer occurs fails the test

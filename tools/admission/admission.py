@@ -26,7 +26,7 @@ import datetime as dt
 import hashlib
 import os
 import pathlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from proto import admission_pb2, certification_pb2, runner_report_pb2
 from tools.certify import records
@@ -187,7 +187,21 @@ def _verify_cached(verify_fn, item: SignedInput, store, supported, cache):
     return hit
 
 
-def _check(item, verify_fn, store, policy, now, cache) -> _Checked:
+def _claimed_lane(item: SignedInput) -> str | None:
+    """Which lane the unverified payload claims, only to show a refusal on that lane's nodes."""
+    try:
+        return certification_pb2.CertificationRecord.FromString(item.envelope.payload).scope.lane_id
+    except Exception:  # noqa: BLE001 - unsigned bytes may be anything
+        return None
+
+
+# (digest, envelope, verified record or None) -> (code, reason) refusing the input, or None. Called
+# before verification with None and after it with the record: a Tracker refuses what the record
+# repository does not vouch for now (not in the transparency log, retired key, revoked).
+Screen = Callable[[str, certification_pb2.Envelope, object], "tuple[str, str] | None"]
+
+
+def _check(item, verify_fn, store, policy, now, cache, screen: Screen | None = None) -> _Checked:
     want_compat = verify_fn is records.verify_compatibility
     if _is_compatibility_type(item.envelope.payload_type) != want_compat:
         # Named, never moved aside silently: a compatibility record cannot admit a node, and a
@@ -196,16 +210,19 @@ def _check(item, verify_fn, store, policy, now, cache) -> _Checked:
         return _Checked(item, refusal_code=WRONG_RECORD_KIND,
                         refusal=f"record {item.label}: payload type {item.envelope.payload_type!r} is {kind}; "
                                 f"it was given as {'a compatibility' if want_compat else 'a certification'} record")
+    screened = screen(item.digest, item.envelope, None) if screen else None
+    if screened:
+        return _Checked(item, refusal_code=screened[0], refusal=f"record {item.label}: {screened[1]}",
+                        claimed_lane=_claimed_lane(item))
     try:
         rec = _verify_cached(verify_fn, item, store, policy.supported_record_schema_versions, cache)
         records.check_times(rec, store, now, policy.max_record_age_days)
     except CertifyError as err:
-        checked = _Checked(item, refusal_code=err.code, refusal=f"record {item.label}: {err}")
-        try:  # which lane the record claims to be for, to show the refusal on that lane's nodes
-            checked.claimed_lane = certification_pb2.CertificationRecord.FromString(item.envelope.payload).scope.lane_id
-        except Exception:  # noqa: BLE001 - unsigned bytes may be anything
-            checked.claimed_lane = None
-        return checked
+        return _Checked(item, refusal_code=err.code, refusal=f"record {item.label}: {err}", claimed_lane=_claimed_lane(item))
+    screened = screen(item.digest, item.envelope, rec) if screen else None
+    if screened:
+        return _Checked(item, refusal_code=screened[0], refusal=f"record {item.label}: {screened[1]}",
+                        claimed_lane=_claimed_lane(item))
     return _Checked(item, record=rec)
 
 
@@ -438,8 +455,10 @@ def decide(
     trust_store: trust.TrustStore | None = None,
     policy_digest: str | None = None,
     cache: VerificationCache | None = None,
+    screen: Screen | None = None,
 ) -> admission_pb2.AdmissionDecision:
-    """The admission decision for `route`. Pass trust_store/policy_digest/cache to amortise them."""
+    """The admission decision for `route`. Pass trust_store/policy_digest/cache to amortise them;
+    `screen` (a Tracker's view, tools/publish/tracker.py) refuses inputs its repository does not vouch for."""
     now = now or timestamps.now()
     store = trust_store or policy_lib.validate(policy)
     items = [r if isinstance(r, SignedInput) else SignedInput.from_envelope(r) for r in records_in]
@@ -456,7 +475,7 @@ def decide(
     by_lane: dict[str, list[_Checked]] = {}
     failed: list[_Checked] = []
     for item in items:
-        c = _check(item, records.verify_record, store, policy, now, cache)
+        c = _check(item, records.verify_record, store, policy, now, cache, screen)
         if c.record is None:
             failed.append(c)
         else:
@@ -488,7 +507,7 @@ def decide(
         notes = []
         covered = False
         for item in compat_items:
-            c = _check(item, records.verify_compatibility, store, policy, now, cache)
+            c = _check(item, records.verify_compatibility, store, policy, now, cache, screen)
             why = f"{c.refusal_code}: {c.refusal}" if c.record is None else _compatibility_refusal(c.record, lanes, model, admitted, policy)
             if not why:
                 covered = True

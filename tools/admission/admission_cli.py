@@ -6,6 +6,14 @@
                 [--context_size=4096] [--batch_size=2048] [--ubatch_size=512] [--parallel=1] \\
                 --out=decision.json
   admission_cli --policy=policy.json --records_dir=records --route=route.json --out=decision.json
+  admission_cli --policy=policy.json --repository_url=https://mirror/lanes-records \
+                --tracker_state_dir=~/.cache/lanes-tracker [--bootstrap_root=1.root.json] --route=route.json \
+                [--summary_key=tracker.key --summary_out=decision.intoto.dsse.json]
+
+With --repository_url the Tracker refreshes from a TUF record repository (tools/publish) and decides
+only from what that refresh verified; --records_dir then adds cached copies, screened the same way
+(a revoked or unpublished copy is refused). A refused refresh (rollback, freeze, ...) refuses the
+route with that reason. --summary_key signs the decision as an in-toto SLSA verification summary.
 
 The decision JSON (--out) is the authority; the lines printed are a summary for people, with every
 name and value from input files escaped (no control characters reach the terminal).
@@ -23,15 +31,18 @@ Flags and exit statuses only; the work is in tools/admission/admission_files.py 
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import sys
+import tempfile
 from collections.abc import Sequence
 
 from absl import flags
 from google.protobuf import json_format
 
-from tools.admission import admission_files
-from tools.policy import safe_io
+from tools.admission import admission, admission_files, decision_summary
+from tools.policy import keys, safe_io
 from tools.policy.errors import CertifyError
 
 EXIT_ROUTABLE, EXIT_REFUSED, EXIT_UNUSABLE_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -48,6 +59,11 @@ def define_flags(fv: flags.FlagValues | None = None) -> flags.FlagValues:
     flags.DEFINE_string("model_sha256", "", "sha256 of the model the route serves (of the first split for GGUF splits).", flag_values=fv)
     flags.DEFINE_multi_string("model_shard_sha256", [], "For GGUF splits: every split's sha256, in order.", flag_values=fv)
     flags.DEFINE_string("route_id", "", "Route id recorded in the decision.", flag_values=fv)
+    flags.DEFINE_string("repository_url", "", "TUF record repository (http(s):// or file://) to refresh from.", flag_values=fv)
+    flags.DEFINE_string("tracker_state_dir", "", "With --repository_url: this Tracker's metadata, target cache and log state.", flag_values=fv)
+    flags.DEFINE_string("bootstrap_root", "", "With --repository_url, first use: the repository's 1.root.json, obtained out of band.", flag_values=fv)
+    flags.DEFINE_string("summary_key", "", "Sign the decision as a verification summary with this private key.", flag_values=fv)
+    flags.DEFINE_string("summary_out", "", "Where the signed summary (DSSE JSON) goes; needs --summary_key.", flag_values=fv)
     flags.DEFINE_string("out", "", "Where to write the AdmissionDecision JSON: the authoritative result.", flag_values=fv)
     flags.DEFINE_multi_string("kv_cache_type", ["f16"], "KV cache type(s) the route uses (llama.cpp -ctk/-ctv).", flag_values=fv)
     flags.DEFINE_enum("flash_attention", "auto", ["on", "off", "auto"], "Flash attention (-fa); auto needs on and off proven.", flag_values=fv)
@@ -59,10 +75,25 @@ def define_flags(fv: flags.FlagValues | None = None) -> flags.FlagValues:
     return fv
 
 
+def write_atomic(path: str, text: str) -> None:
+    """Atomic: a reader never sees half a summary."""
+    target = pathlib.Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, target)
+
+
 def run(fv: flags.FlagValues, out=sys.stdout, err=sys.stderr) -> int:
     """Decides from parsed flags; returns the exit status (never raises for bad input)."""
-    if not fv.policy or not fv.records_dir:
-        print("usage: --policy and --records_dir are required", file=err)
+    if not fv.policy or not (fv.records_dir or fv.repository_url):
+        print("usage: --policy and --records_dir (or --repository_url) are required", file=err)
+        return EXIT_UNUSABLE_INPUT
+    if fv.repository_url and not fv.tracker_state_dir:
+        print("usage: --repository_url needs --tracker_state_dir", file=err)
+        return EXIT_UNUSABLE_INPUT
+    if bool(fv.summary_key) != bool(fv.summary_out):
+        print("usage: --summary_key and --summary_out go together", file=err)
         return EXIT_UNUSABLE_INPUT
     if fv.route and (fv.node or fv.model_sha256 or fv.model_shard_sha256):
         print("usage: give either --route or --node/--model_sha256, not both", file=err)
@@ -70,8 +101,22 @@ def run(fv: flags.FlagValues, out=sys.stdout, err=sys.stderr) -> int:
     recipe = admission_files.recipe_from_flags(fv.kv_cache_type, fv.flash_attention, fv.n_gpu_layers, fv.context_size,
                                fv.batch_size, fv.ubatch_size, fv.parallel)
     try:
-        decision, _ = admission_files.decide_from_files(fv.policy, fv.records_dir, fv.node, fv.model_sha256,
-                                                        fv.route_id, recipe, fv.model_shard_sha256, fv.route or None)
+        if fv.repository_url:
+            decision, route, view = admission_files.decide_from_repository(
+                fv.policy, fv.repository_url, fv.tracker_state_dir, fv.bootstrap_root or None, fv.node, fv.model_sha256,
+                fv.route_id, recipe, fv.model_shard_sha256, fv.route or None, fv.records_dir or None)
+        else:
+            decision, _ = admission_files.decide_from_files(fv.policy, fv.records_dir, fv.node, fv.model_sha256,
+                                                            fv.route_id, recipe, fv.model_shard_sha256, fv.route or None)
+            route, view = None, None
+        if fv.summary_key:
+            if route is None:
+                route = admission.route_from_nodes([admission_files.load_node(p) for p in fv.node], fv.model_sha256,
+                                                   fv.route_id, recipe, fv.model_shard_sha256) if not fv.route else \
+                    admission_files.load_route(fv.route)
+            envelope = decision_summary.sign(decision_summary.statement(decision, route, view),
+                                             keys.load_private_key(fv.summary_key))
+            write_atomic(fv.summary_out, json.dumps(envelope, sort_keys=True, indent=2) + "\n")
     except CertifyError as error:
         print(f"unusable input: {error.code}: {safe_io.escape(error)}", file=err)
         return EXIT_UNUSABLE_INPUT

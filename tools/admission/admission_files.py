@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from google.protobuf import json_format
 
 from proto import admission_pb2, runner_report_pb2
-from tools.admission import admission
+from tools.admission import admission, tracker_admission
 from tools.policy import policy as policy_lib
 from tools.policy import safe_io
 from tools.policy.errors import CertifyError, MalformedInputError
+from tools.publish import tracker as tracker_lib
 
 AUTHORITY_NOTE = "(summary for people; the decision JSON written with --out is the authority)"
 
@@ -86,6 +87,40 @@ def decide_from_files(
     decision = admission.decide(policy, certs, compats, route)
     decision.unusable_inputs.extend(problems)
     return decision, problems
+
+
+def decide_from_repository(
+    policy_path: pathlib.Path | str,
+    repository_url: str,
+    tracker_state_dir: pathlib.Path | str,
+    bootstrap_root: pathlib.Path | str | None,
+    node_paths: Sequence[str],
+    model_sha256: str,
+    route_id: str = "",
+    recipe: runner_report_pb2.Recipe | None = None,
+    model_shard_sha256: Sequence[str] = (),
+    route_path: pathlib.Path | str | None = None,
+    records_dir: pathlib.Path | str | None = None,
+):
+    """(decision, route, view or None) from a record repository through a Tracker refresh; records
+    in records_dir (a cache or copy) are screened like served ones (log, retired key, revocations)."""
+    policy = policy_lib.load_policy(policy_path)
+    if route_path:
+        route = load_route(route_path)
+        if route_id:
+            route.route_id = route_id
+    else:
+        route = admission.route_from_nodes([load_node(p) for p in node_paths], model_sha256, route_id,
+                                           recipe, model_shard_sha256)
+    root = safe_io.read_regular_file(bootstrap_root) if bootstrap_root else None
+    tracker = tracker_lib.Tracker(tracker_state_dir, repository_url, bootstrap_root=root)
+    extra, problems = [], []
+    if records_dir:
+        certs, compats, problems = admission.load_records_dir(records_dir)
+        extra = certs  # compatibility copies come with the repository's own
+    decision, view = tracker_admission.refresh_and_decide(tracker, policy, route, extra_records=extra)
+    decision.unusable_inputs.extend(problems)
+    return decision, route, view
 
 
 def render(decision: admission_pb2.AdmissionDecision) -> str:

@@ -16,6 +16,7 @@ from tools.matrix.capability_matrix import DARK, Certifier
 from tools.policy import policy as policy_lib
 from tools.policy import timestamps
 from tools.policy.errors import CertifyError
+from tools.publish import revocations as revocations_lib
 
 CERTIFIED = "certified"
 # The lane is built here, but no record names this build's evidence: a record proves the artifacts
@@ -44,13 +45,33 @@ def _node_for(record) -> admission_pb2.NodeDescription:
     return node
 
 
-def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path) -> Certifier:
-    """A Certifier reading every record in records_dir and judging it under the policy file."""
+def _revocation_screen(revocations_dir: pathlib.Path | None, store):
+    """admission's screen refusing revoked records (signed revocations, verified under the policy's
+    keys); an unreadable revocation refuses everything (it could be the one that matters)."""
+    if revocations_dir is None:
+        return None
+    rev_set, problems = revocations_lib.load_dir(revocations_dir, store)
+    if problems:
+        return lambda digest, env, rec: ("revocation-unreadable", f"revocations unreadable ({problems[0]}); fix {revocations_dir}")
+
+    def screen(digest, env, rec):
+        if rec is None:
+            return None
+        why = rev_set.reason(digest, rec, [s.keyid for s in env.signatures])
+        return (revocations_lib.REVOKED, why[len(revocations_lib.REVOKED) + 2:]) if why else None
+    return screen
+
+
+def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path,
+                     revocations_dir: pathlib.Path | None = None) -> Certifier:
+    """A Certifier reading every record in records_dir and judging it under the policy file (and the
+    signed revocations in revocations_dir: a revoked record leaves its lane dark, "revoked: <reason>")."""
     if not policy_path.exists() or not records_dir.is_dir():
         why = f"no policy at {policy_path}" if not policy_path.exists() else "no certification record"
         return lambda lane_id, evidence_digest: (DARK, [], False, why)
     policy = policy_lib.load_policy(policy_path)
     store = policy_lib.validate(policy, str(policy_path))
+    screen = _revocation_screen(revocations_dir, store)
     certs, compats, _unreadable = admission.load_records_dir(records_dir)
     now = timestamps.now()
     verified = []
@@ -86,7 +107,7 @@ def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path) -> Ce
                 [_node_for(record)], record.model.sha256, "matrix",
                 recipe=record.recipe if record.HasField("recipe") else None,
                 model_shard_sha256=[s.sha256 for s in record.model.shards])
-            decision = admission.decide(policy, [item], compats, route, now, trust_store=store)
+            decision = admission.decide(policy, [item], compats, route, now, trust_store=store, screen=screen)
             if decision.routable:
                 classes.append(describe_device_class(record.scope.device_class))
                 routable = True

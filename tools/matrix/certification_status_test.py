@@ -36,9 +36,9 @@ def _build_lane(bazel_bin: pathlib.Path, binary: bytes) -> str:
     return build_evidence.evidence_digest(pb)
 
 
-def _certify(tmp_path: pathlib.Path, evidence_digest: str) -> tuple[pathlib.Path, pathlib.Path]:
+def _certify(tmp_path: pathlib.Path, evidence_digest: str, key=None) -> tuple[pathlib.Path, pathlib.Path]:
     """A policy trusting a fresh key and one record for the lane built with evidence_digest."""
-    key = Ed25519PrivateKey.generate()
+    key = key or Ed25519PrivateKey.generate()
     now = timestamps.now()
     policy = sample_reports.make_policy()
     policy.trusted_keys.append(sample_reports.trusted_key(key, now - dt.timedelta(days=1), now + dt.timedelta(days=365)))
@@ -86,6 +86,24 @@ def test_lane_not_built_here_keeps_its_record_and_names_the_build(tmp_path):
     status, classes, routable, detail = cs.policy_certifier(policy_path, records_dir)(LANE, "")
     assert (status, routable) == (cs.CERTIFIED, True) and classes
     assert "not built on this host; records name build sha256:" + "12" * 32 in detail
+
+
+def test_a_revoked_record_leaves_its_lane_dark_with_the_reason(tmp_path):
+    from tools.publish import revocations
+    key = Ed25519PrivateKey.generate()
+    policy_path, records_dir = _certify(tmp_path, "sha256:" + "12" * 32, key)
+    revs = tmp_path / "revocations"
+    assert cs.policy_certifier(policy_path, records_dir, revs)(LANE, "")[0] == cs.CERTIFIED  # no directory: none
+    revs.mkdir()
+    rev = revocations.make(lane_id=LANE, reason="kernel bug after certification", now=timestamps.now())
+    (revs / "r.dsse.json").write_text(dsse.envelope_to_json(revocations.sign(rev, key)))
+    status, classes, routable, detail = cs.policy_certifier(policy_path, records_dir, revs)(LANE, "")
+    assert (status, classes, routable) == (cm.DARK, [], False)
+    assert "revoked: " in detail and "kernel bug after certification" in detail
+    # A revocation signed by a key the policy does not trust cannot be verified: fail closed.
+    (revs / "r.dsse.json").write_text(dsse.envelope_to_json(revocations.sign(rev, Ed25519PrivateKey.generate())))
+    status, _, routable, detail = cs.policy_certifier(policy_path, records_dir, revs)(LANE, "")
+    assert (status, routable) == (cm.DARK, False) and "revocation-unreadable" in detail
 
 
 def test_records_of_other_lanes_leave_the_lane_dark(tmp_path):

@@ -17,6 +17,9 @@ flags.DEFINE_string("availability", "lanes/availability.json", "Lane availabilit
 flags.DEFINE_string("workspace", os.environ.get("BUILD_WORKSPACE_DIRECTORY", "."), "Workspace whose bazel-bin and evidence/ are read.")
 flags.DEFINE_string("policy", "evidence/policy.json", "Admission policy (workspace-relative).")
 flags.DEFINE_string("records", "evidence/records", "Signed certification records (workspace-relative).")
+flags.DEFINE_string("revocations", "evidence/revocations",
+                    "Signed revocations (workspace-relative; a copy of a record repository's revocations/). "
+                    "A revoked record's lane shows 'revoked: <reason>'. Missing directory: none.")
 
 
 def main(argv: list[str]) -> None:
@@ -28,6 +31,7 @@ def main(argv: list[str]) -> None:
         html_out = html_out if html_out.is_absolute() else workspace / html_out
     print(matrix_view.render(workspace, build_evidence.load_json(FLAGS.spec), build_evidence.load_json(FLAGS.availability),
                              policy=workspace / FLAGS.policy, records=workspace / FLAGS.records,
+                             revocations=workspace / FLAGS.revocations,
                              as_json=FLAGS.json, html_out=html_out))
     if html_out:
         print(f"wrote {html_out}", file=sys.stderr)

@@ -10,8 +10,9 @@ from tools.matrix import capability_matrix, certification_status
 
 
 def render(workspace: pathlib.Path, spec: dict[str, Any], availability: dict[str, Any], *, policy: pathlib.Path,
-           records: pathlib.Path, as_json: bool = False, html_out: pathlib.Path | None = None) -> str:
-    certifier = certification_status.policy_certifier(policy, records)
+           records: pathlib.Path, as_json: bool = False, html_out: pathlib.Path | None = None,
+           revocations: pathlib.Path | None = None) -> str:
+    certifier = certification_status.policy_certifier(policy, records, revocations)
     rows = capability_matrix.matrix(spec, availability, workspace / "bazel-bin", certifier)
     pairs = certification_status.compatibility_pairs(policy, records)
     if html_out is not None:

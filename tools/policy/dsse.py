@@ -3,6 +3,12 @@
 The signature covers PAE(payloadType, payload), so neither the payload nor its type can be swapped.
 On disk an envelope is the standard DSSE JSON:
   {"payloadType": ..., "payload": <base64>, "signatures": [{"keyid": ..., "sig": <base64>}]}
+
+The DSSE mechanics are securesystemslib's (PAE from securesystemslib.dsse.Envelope, signing with
+CryptoSigner, verification with SSlibKey), under Lanes key ids (sha256 of the raw Ed25519 key), so
+records signed before the switch verify unchanged. What stays here is what securesystemslib does
+not do for us: strict parsing of untrusted JSON (duplicate keys, depth, UTF-8), and the protobuf
+Envelope the records carry.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ import json
 import re
 from collections.abc import Mapping
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from securesystemslib import dsse as ssl_dsse
+from securesystemslib import exceptions as ssl_exceptions
+from securesystemslib.signer import CryptoSigner, Signature, SSlibKey
 
 from proto import certification_pb2
 from tools.policy.errors import (
@@ -44,8 +52,13 @@ def keyid_for(key: Ed25519PublicKey | Ed25519PrivateKey | bytes) -> str:
 
 def pae(payload_type: str, payload: bytes) -> bytes:
     """Pre-Authentication Encoding: "DSSEv1" SP len(type) SP type SP len(body) SP body (byte lengths)."""
-    t = payload_type.encode("utf-8")
-    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
+    return ssl_dsse.Envelope(payload=payload, payload_type=payload_type, signatures={}).pae()
+
+
+def sslib_key(key: Ed25519PublicKey | Ed25519PrivateKey) -> SSlibKey:
+    """The securesystemslib key under its Lanes key id."""
+    public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
+    return SSlibKey.from_crypto(public, keyid=keyid_for(public))
 
 
 def sign(payload_type: str, payload: bytes, private_key: Ed25519PrivateKey) -> Envelope:
@@ -55,8 +68,16 @@ def sign(payload_type: str, payload: bytes, private_key: Ed25519PrivateKey) -> E
 
 
 def add_signature(env: Envelope, private_key: Ed25519PrivateKey) -> None:
-    sig = private_key.sign(pae(env.payload_type, env.payload))
-    env.signatures.add(keyid=keyid_for(private_key), sig=sig)
+    sig = CryptoSigner(private_key, sslib_key(private_key)).sign(pae(env.payload_type, env.payload))
+    env.signatures.add(keyid=sig.keyid, sig=bytes.fromhex(sig.signature))
+
+
+def _verifies(key: SSlibKey, sig: bytes, message: bytes) -> bool:
+    try:
+        key.verify_signature(Signature(key.keyid, sig.hex()), message)
+    except (ssl_exceptions.UnverifiedSignatureError, ssl_exceptions.VerificationError):
+        return False
+    return True
 
 
 def verify(env: Envelope, trusted: Mapping[str, Ed25519PublicKey]) -> list[str]:
@@ -77,9 +98,7 @@ def verify(env: Envelope, trusted: Mapping[str, Ed25519PublicKey]) -> list[str]:
             if key is None:
                 continue
             tried.append(keyid)
-            try:
-                key.verify(s.sig, message)
-            except InvalidSignature:
+            if not _verifies(SSlibKey.from_crypto(key, keyid=keyid), s.sig, message):
                 continue
             if keyid not in verified:
                 verified.append(keyid)

@@ -1,0 +1,171 @@
+"""Signed revocations: withdraw records by digest, by scope or by issuer key, and match them.
+
+A revocation is a Revocation (proto/distribution.proto) as canonical JSON in a DSSE envelope signed
+by a current targets key of the repository. Exactly one of record_digest / scope / issuer_keyid is
+set: a revocation that could be read two ways is refused, never resolved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import pathlib
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from google.protobuf import json_format
+
+from proto import certification_pb2, distribution_pb2, runner_report_pb2
+from tools.certify import records
+from tools.policy import dsse, safe_io, timestamps, trust
+from tools.policy.errors import CertifyError
+from tools.publish.distribution_errors import MalformedRevocationError
+
+SCHEMA_VERSION = 1
+PAYLOAD_TYPE = "application/vnd.lanes.revocation.v1+json"
+REVOKED = "revoked"
+
+_DC_FIELDS = tuple(f.name for f in runner_report_pb2.DeviceClass.DESCRIPTOR.fields if f.name != "isa_features")
+
+
+def canonical_json(msg) -> bytes:
+    """Sorted keys, no whitespace: one byte string per message, so a digest names one revocation."""
+    obj = json_format.MessageToDict(msg, preserving_proto_field_name=True)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def validate(rev: distribution_pb2.Revocation, source: str = "revocation") -> None:
+    if rev.schema_version != SCHEMA_VERSION:
+        raise MalformedRevocationError(f"{source}: schema_version {rev.schema_version}, this tool reads {SCHEMA_VERSION}")
+    kinds = [k for k, present in (("record_digest", rev.record_digest), ("scope", rev.HasField("scope")),
+                                  ("issuer_keyid", rev.issuer_keyid)) if present]
+    if len(kinds) != 1:
+        raise MalformedRevocationError(
+            f"{source}: names {kinds or 'nothing'}; a revocation names exactly one of record_digest, scope, issuer_keyid")
+    if rev.HasField("scope") and not rev.scope.lane_id and not any(
+            getattr(rev.scope.device_class, f) for f in _DC_FIELDS):
+        raise MalformedRevocationError(f"{source}: an empty scope would revoke everything; name a lane or device class")
+    if rev.record_digest and not rev.record_digest.startswith("sha256:"):
+        raise MalformedRevocationError(f"{source}: record_digest must be 'sha256:<hex>' of the record file")
+    if rev.issuer_keyid:
+        if len(rev.issuer_public_key) != 32 or dsse.keyid_for(bytes(rev.issuer_public_key)) != rev.issuer_keyid:
+            raise MalformedRevocationError(f"{source}: issuer_public_key must be the raw key whose sha256 is issuer_keyid")
+        if rev.effective_from:
+            timestamps.parse_utc(rev.effective_from, f"{source} effective_from")
+    elif rev.effective_from or rev.issuer_public_key:
+        raise MalformedRevocationError(f"{source}: effective_from/issuer_public_key belong to a revocation by issuer key")
+    if not rev.reason:
+        raise MalformedRevocationError(f"{source}: give a reason; Trackers show it as 'revoked: <reason>'")
+    timestamps.parse_utc(rev.issued_at, f"{source} issued_at")
+
+
+def make(*, reason: str, now: dt.datetime, record_digest: str = "", lane_id: str = "",
+         device_class: runner_report_pb2.DeviceClass | None = None, issuer_public_key: bytes = b"",
+         effective_from: dt.datetime | None = None) -> distribution_pb2.Revocation:
+    rev = distribution_pb2.Revocation(schema_version=SCHEMA_VERSION, record_digest=record_digest, reason=reason,
+                                      issued_at=timestamps.format_utc(now))
+    if lane_id or device_class is not None:
+        rev.scope.lane_id = lane_id
+        if device_class is not None:
+            rev.scope.device_class.CopyFrom(device_class)
+    if issuer_public_key:
+        rev.issuer_public_key = issuer_public_key
+        rev.issuer_keyid = dsse.keyid_for(issuer_public_key)
+        if effective_from is not None:
+            rev.effective_from = timestamps.format_utc(effective_from)
+    validate(rev)
+    return rev
+
+
+def sign(rev: distribution_pb2.Revocation, key: Ed25519PrivateKey) -> certification_pb2.Envelope:
+    rev.issuer = dsse.keyid_for(key)
+    validate(rev)
+    return dsse.sign(PAYLOAD_TYPE, canonical_json(rev), key)
+
+
+def verify(env: certification_pb2.Envelope, store: trust.TrustStore, source: str = "revocation") -> distribution_pb2.Revocation:
+    """The revocation if signed by a key of `store` and well formed; raises a CertifyError otherwise."""
+    if env.payload_type != PAYLOAD_TYPE:
+        raise MalformedRevocationError(f"{source}: payload type {env.payload_type!r}, expected {PAYLOAD_TYPE}")
+    keyids = dsse.verify(env, store.public_keys)
+    rev = distribution_pb2.Revocation()
+    try:
+        json_format.ParseDict(dsse.loads_strict(env.payload), rev)
+    except (CertifyError, json_format.ParseError) as err:
+        raise MalformedRevocationError(f"{source}: payload is not a Revocation ({err})") from err
+    if rev.issuer not in keyids:
+        raise MalformedRevocationError(f"{source}: names issuer {rev.issuer[:16]}.. but is signed by {keyids[0][:16]}..")
+    validate(rev, source)
+    return rev
+
+
+@dataclasses.dataclass(frozen=True)
+class RevocationSet:
+    """Every verified revocation a decision relies on, with the digest naming each one."""
+
+    items: tuple[tuple[str, distribution_pb2.Revocation], ...] = ()
+
+    @property
+    def digests(self) -> list[str]:
+        return sorted(d for d, _ in self.items)
+
+    def retired_keys(self) -> dict[str, bytes]:
+        """keyid -> raw public key of every key revoked from a time on (what it signed before stands)."""
+        return {r.issuer_keyid: bytes(r.issuer_public_key) for _, r in self.items if r.issuer_keyid and r.effective_from}
+
+    def reason(self, record_digest: str, record, signer_keyids: list[str]) -> str:
+        """'revoked: <reason> (revocation <digest>)' for the first revocation that covers the record
+        (every match is refusal, so order does not change the outcome); empty when none does."""
+        for digest, r in self.items:
+            if _covers(r, record_digest, record, signer_keyids):
+                return f"{REVOKED}: {r.reason} (revocation {digest[:23]})"
+        return ""
+
+
+def _covers(r: distribution_pb2.Revocation, record_digest: str, record, signer_keyids: list[str]) -> bool:
+    if r.record_digest:
+        return r.record_digest == record_digest
+    if r.issuer_keyid:
+        if r.issuer_keyid not in signer_keyids:
+            return False
+        if not r.effective_from:
+            return True
+        issued = getattr(record, "issued_at", "")
+        try:
+            return timestamps.parse_utc(issued) >= timestamps.parse_utc(r.effective_from)
+        except CertifyError:
+            return True  # no readable issue time: cannot prove it predates the revocation
+    scope = getattr(record, "scope", None)
+    if scope is None:  # a compatibility record: revoked by scope when any of its lanes matches
+        lanes = [(entry.lane_id, entry.device_class) for entry in getattr(record, "lanes", [])]
+    else:
+        lanes = [(scope.lane_id, scope.device_class)]
+    for lane_id, dc in lanes:
+        if r.scope.lane_id and r.scope.lane_id != lane_id:
+            continue
+        if all(not getattr(r.scope.device_class, f) or getattr(r.scope.device_class, f) == getattr(dc, f)
+               for f in _DC_FIELDS):
+            return True
+    return False
+
+
+def record_digest_of_file(data: bytes) -> str:
+    return records.sha256_digest(data)
+
+
+def load_dir(directory: pathlib.Path | str, store: trust.TrustStore) -> tuple[RevocationSet, list[str]]:
+    """(verified revocations, problems) from every *.dsse.json in a directory (a copy of a
+    repository's revocations/, e.g. evidence/revocations). An unusable file is one problem, and
+    any problem must make the caller fail closed (a revocation that cannot be read could be the one
+    that matters). A missing directory is no revocations."""
+    directory = pathlib.Path(directory)
+    if not directory.is_dir():
+        return RevocationSet(), []
+    items, problems = [], []
+    for path in sorted(directory.glob("*.dsse.json")):
+        try:
+            data = safe_io.read_regular_file(path, follow_symlinks=False)
+            items.append((records.sha256_digest(data), verify(dsse.envelope_from_json(data), store, str(path))))
+        except CertifyError as err:
+            problems.append(f"{path.name}: {err.code}: {err}")
+    return RevocationSet(tuple(items)), problems
