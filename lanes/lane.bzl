@@ -25,7 +25,9 @@ def _lane_bundle_impl(ctx):
     # lib<x>.so.0 (its SONAME); a lane needs only the latter.
     ggml_libs = _stage_files(ctx.attr.ggml, "lib")
     runtime_libs = [f for f in ggml_libs if f.basename.endswith(".so.0")] + _stage_files(ctx.attr.llama, "lib")
-    bins = _stage_files(ctx.attr.llama, "bin")
+
+    # ggml's runtime-loaded CPU variants (GGML_BACKEND_DL) sit beside the binaries: ggml looks there.
+    bins = _stage_files(ctx.attr.llama, "bin") + _stage_files(ctx.attr.ggml, "bin")
     stage_logs = ctx.attr.ggml[OutputGroupInfo].CMake_logs.to_list() + ctx.attr.llama[OutputGroupInfo].CMake_logs.to_list()
     out_bins = [ctx.actions.declare_file("{}/bin/{}".format(alias, f.basename)) for f in bins]
     out_libs = [ctx.actions.declare_file("{}/lib/{}".format(alias, f.basename)) for f in runtime_libs]
@@ -128,6 +130,8 @@ def llama_lane(name, lane_id, heavy = False):
         env = sdk.get("env", {}),
         build_data = sdk.get("build_data", []),
         out_shared_libs = [f for lib in lane["ggml_libs"] for f in ["lib{}.so".format(lib), _soname(lib)]],
+        # GGML_BACKEND_DL installs each CPU variant as a module into bin/.
+        out_binaries = ["libggml-cpu-{}.so".format(v) for v in lane.get("cpu_variants", [])],
         out_data_dirs = ["lib/cmake"],
         build_args = _PARALLEL,
         generate_args = ["-GNinja"],

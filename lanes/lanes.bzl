@@ -32,6 +32,35 @@ _X86_64_V3 = {
     "GGML_NATIVE": "OFF",
 }
 
+# CPU lane: ggml's own runtime-selected CPU backends (GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS).
+# Each variant is built for one fixed ISA level; the set is this list (ggml's x86 list at the pin),
+# not the build host, so the build stays deterministic; at run time ggml loads the best variant the
+# host supports (libggml-cpu-<variant>.so beside the binaries, so the lane stays relocatable). The
+# runner records the variant ggml loaded as the device class's compute_capability: a record made
+# where zen4 ran does not admit a host that loads haswell.
+X86_64_CPU_VARIANTS = [
+    "x64",
+    "sse42",
+    "sandybridge",
+    "ivybridge",
+    "piledriver",
+    "haswell",
+    "skylakex",
+    "cannonlake",
+    "cascadelake",
+    "icelake",
+    "cooperlake",
+    "zen4",
+    "alderlake",
+    "sapphirerapids",
+]
+
+_CPU_ALL_VARIANTS = {
+    "GGML_BACKEND_DL": "ON",
+    "GGML_CPU_ALL_VARIANTS": "ON",
+    "GGML_NATIVE": "OFF",
+}
+
 _LLAMA_COMMON = {
     "BUILD_SHARED_LIBS": "ON",
     "CMAKE_BUILD_TYPE": "Release",
@@ -134,8 +163,10 @@ _CPU_OPS_ABSENT_FROM_GRAPH = ["SCALE"]
 # (the llama stage builds the server tool only when GGML_RPC is set).
 _RPC = {"GGML_RPC": "ON"}
 
-def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log_evidence = [], notes = "", rpc = False):
-    return {
+def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log_evidence = [], notes = "", rpc = False, cpu_variants = []):
+    # Only a lane with CPU variants carries the key: the other lanes' spec entries stay as certified.
+    variants = {"cpu_variants": cpu_variants} if cpu_variants else {}
+    return merge_dicts(variants, {
         "alias": alias,
         "os": os,
         "arch": arch,
@@ -155,7 +186,7 @@ def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log
         "op_coverage": _CPU_OP_COVERAGE if backend == "cpu" else {},
         "ops_absent_from_graph": _CPU_OPS_ABSENT_FROM_GRAPH if backend == "cpu" else [],
         "notes": notes,
-    }
+    })
 
 # Upstream-default reference builds (tools/bench measures each lane against one, same host, same
 # pinned and patched tree): what `cmake -B build && cmake --build build` gives a user, i.e.
@@ -188,11 +219,12 @@ LANES = {
         arch = "x86_64",
         backend = "cpu",
         sdk = "host-cc",
-        ggml_libs = ["ggml-base", "ggml", "ggml-cpu"],
-        ggml_cache_entries = _X86_64_V3,
+        ggml_libs = ["ggml-base", "ggml"],
+        ggml_cache_entries = _CPU_ALL_VARIANTS,
+        cpu_variants = X86_64_CPU_VARIANTS,
         # Printed at -lv 4; "_Mapped" disappears with --no-mmap.
         log_evidence = ["load_tensors: +CPU(_Mapped)? model buffer size", "llama_kv_cache: +CPU KV buffer size"],
-        notes = "deterministic default: GGML_NATIVE=OFF, x86-64-v3 ISA baseline",
+        notes = "GGML_NATIVE=OFF; ggml's CPU variants (x64 ... sapphirerapids) chosen at run time",
     ),
     "linux-x86_64-cuda": _lane(
         alias = "cuda",

@@ -33,6 +33,8 @@ from tools.runner import run_lock, runner, speed_floors
 from tools.runner.config import CHECKS, RunnerConfig
 
 EMBEDDED_MODEL = "tools/model/tiny_llama_f32.gguf"
+# The CPU lane's speed step also measures tg on this bandwidth-bound model against the host's memory.
+CPU_ROOFLINE_MODEL = "tools/model/cpu_roofline_f16.gguf"
 
 
 def default_key_path() -> str:
@@ -212,6 +214,7 @@ def _run_and_sign(opts: JobOptions, staging, lane_id, alias, lane_dir, evidence,
         model=model, model_source=source,
         out_dir=staging, report=staging / "runner_report.pb", cpu_lane_dir=cpu_lane if alias != "cpu" else None,
         kv_types=tuple(opts.kv_types),
+        roofline_model=pathlib.Path(CPU_ROOFLINE_MODEL).resolve() if alias == "cpu" else None,
     )
     if policy_path.exists():  # floors, speed-up ratios and bounds, as admission will apply them
         runner.apply_policy(config, policy_path, lane_id)

@@ -13,6 +13,8 @@ def _tiny_gguf_impl(ctx):
     args.add(out, format = "--out=%s")
     args.add(ctx.attr.dtype, format = "--dtype=%s")
     args.add(str(ctx.attr.seed), format = "--seed=%s")
+    for field, value in ctx.attr.shape.items():
+        args.add("--{}={}".format(field, value))
     ctx.actions.run(
         executable = ctx.executable._make_tiny_model,
         arguments = [args],
@@ -39,6 +41,10 @@ tiny_gguf = rule(
         "seed": attr.int(
             default = 1234,
             doc = "Seed of numpy.random.default_rng for the weights.",
+        ),
+        "shape": attr.string_dict(
+            doc = "Overrides of the tiny shape (n_layer, n_embd, n_head, n_head_kv, n_ff), e.g. for " +
+                  "a model large enough to be memory-bandwidth bound.",
         ),
         "vocab": attr.label(
             default = Label(_DEFAULT_VOCAB),

@@ -27,6 +27,9 @@ class Lane:
     # Required op -> the check that covers it where fixture parity cannot evaluate it (e.g.
     # {"MUL_MAT": "op_oracle"} on the CPU lane, whose grad mode cannot run MUL_MAT).
     op_coverage: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
+    # CPU lanes built with ggml's runtime-selected variants (GGML_BACKEND_DL): the variants the
+    # lane ships; the one ggml loads on a host is that host's compute_capability.
+    cpu_variants: tuple[str, ...] = ()
 
     @property
     def is_accelerator(self) -> bool:
@@ -59,4 +62,5 @@ def load_lane(spec_path: pathlib.Path, name: str) -> Lane:
         ggml_libs=tuple(v.get("ggml_libs", ())),
         fixture_ops=tuple(v.get("fixture_ops", ())),
         op_coverage={str(k): str(c) for k, c in (v.get("op_coverage") or {}).items()},
+        cpu_variants=tuple(v.get("cpu_variants", ())),
     )

@@ -491,3 +491,35 @@ def test_exit_line_is_found_after_output_without_a_trailing_newline(tmp_path):
 if __name__ == "__main__":
     import sys
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_cpu_variant_comes_from_ggmls_own_load_line():
+    from tools.runner import preflight
+    line = "load_backend: loaded CPU backend from /x/lanes/cpu/bin/libggml-cpu-zen4.so\n"
+    assert preflight.parse_cpu_variant("ggml_backend_load_best: search path /x\n" + line) == "zen4"
+    assert preflight.parse_cpu_variant("load_backend: loaded RPC backend from /x/libggml-rpc.so\n") is None
+    with pytest.raises(ValueError, match="more than one CPU variant"):
+        preflight.parse_cpu_variant(line + line.replace("zen4", "haswell"))
+
+
+def test_a_variant_the_spec_does_not_list_fails_preflight(tmp_path):
+    from tools.runner import preflight
+    from tools.runner.config import RunnerConfig
+    from tools.runner.context import RunContext
+    from tools.runner.lane_spec import Lane
+    from tools.runner.steps import ProcessTracker, Step
+    lane_dir = tmp_path / "lane"
+    (lane_dir / "bin").mkdir(parents=True)
+    exe = lane_dir / "bin" / "llama-completion"
+    exe.write_text("#!/bin/sh\necho 'load_backend: loaded CPU backend from /l/bin/libggml-cpu-zen5.so' >&2\n")
+    exe.chmod(0o755)
+    lane = Lane("linux-x86_64-cpu", "cpu", "linux", "x86_64", "cpu", "host-cc", (), (), (), cpu_variants=("x64", "zen4"))
+    cfg = RunnerConfig(lane="cpu", lane_dir=lane_dir, evidence=None, spec=tmp_path / "s", model=None,
+                       out_dir=tmp_path, report=tmp_path / "r.pb")
+    (tmp_path / "logs").mkdir()
+    ctx = RunContext(config=cfg, lane=lane, logs_dir=tmp_path / "logs", scratch_dir=tmp_path / "s")
+    step = Step("preflight", tmp_path / "logs", ProcessTracker())
+    with pytest.raises(preflight.Failed, match="'zen5', which the lane spec does not list"):
+        preflight.detect_cpu_variant(ctx, step)
+    exe.write_text(exe.read_text().replace("zen5", "zen4"))
+    assert preflight.detect_cpu_variant(ctx, step) == "zen4"

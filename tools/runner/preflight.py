@@ -81,7 +81,12 @@ def check_cpu(ctx: RunContext, step: Step, cpuinfo_text: str | None = None) -> r
     info = read_cpuinfo(cpuinfo_text)
     dc.vendor = info.get("vendor_id", info.get("CPU implementer", ""))
     dc.device_name = info.get("model name", platform.processor())
-    if host_arch == "x86_64":
+    if host_arch == "x86_64" and lane.cpu_variants:
+        # ggml picks the variant at run time (detect_cpu_variant); x64 runs on any x86_64 host.
+        flags = set(info.get("flags", "").split())
+        dc.compute_capability = "unknown-variant"
+        dc.isa_features.extend(f for f in X86_ISA_FLAGS if f in flags)
+    elif host_arch == "x86_64":
         flags = set(info.get("flags", "").split())
         missing = [f for f in X86_64_V3_FLAGS if f not in flags]
         if missing:
@@ -94,6 +99,39 @@ def check_cpu(ctx: RunContext, step: Step, cpuinfo_text: str | None = None) -> r
         dc.isa_features.extend(sorted(f for f in ("asimd", "fphp", "asimdhp", "dotprod", "sve") if f in feats))
     step.log(f"cpu: vendor={dc.vendor} model={dc.device_name} isa={','.join(dc.isa_features)}")
     return dc
+
+
+# The x86 features ggml's CPU variants are built for (informational in the device class).
+X86_ISA_FLAGS = ("sse4_2", "avx", "f16c", "fma", "avx2", "bmi2", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
+                 "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8")
+_CPU_VARIANT_LOADED = re.compile(r"load_backend: loaded CPU backend from (\S*?)libggml-cpu-([A-Za-z0-9_.]+)\.so\s*$",
+                                 re.MULTILINE)
+
+
+def parse_cpu_variant(text: str) -> str | None:
+    """The CPU variant ggml loaded, from its own `load_backend: loaded CPU backend from
+    .../libggml-cpu-<variant>.so` line; None if it printed none. Two different ones: ValueError."""
+    found = {m.group(2) for m in _CPU_VARIANT_LOADED.finditer(text)}
+    if len(found) > 1:
+        raise ValueError(f"ggml loaded more than one CPU variant: {sorted(found)}")
+    return found.pop() if found else None
+
+
+def detect_cpu_variant(ctx: RunContext, step: Step) -> str:
+    """Runs a lane binary that loads ggml's backends and reads which CPU variant it chose."""
+    res = step.run([ctx.bin("llama-completion"), "--list-devices"], 60)
+    try:
+        variant = parse_cpu_variant(res.output)
+    except ValueError as err:
+        raise Failed(str(err)) from err
+    if variant is None:
+        raise Failed("the lane loaded no CPU variant (no `load_backend: loaded CPU backend from "
+                     "...libggml-cpu-<variant>.so` line from llama-completion --list-devices)")
+    if variant not in ctx.lane.cpu_variants:
+        raise Failed(f"ggml loaded CPU variant {variant!r}, which the lane spec does not list "
+                     f"({', '.join(ctx.lane.cpu_variants)})")
+    step.log(f"# lanes-config cpu_variant={variant}")
+    return variant
 
 
 def parse_nvidia_smi_query(text: str) -> list[dict[str, str]]:
@@ -435,6 +473,9 @@ def run_preflight(ctx: RunContext, step: Step) -> tuple[int, str]:
                 problems += check_binaries(cfg.cpu_lane_dir, ("llama-logits", "llama-bench"))
         if problems:
             raise Failed("; ".join(problems))
+        if lane.cpu_variants:
+            ctx.device.compute_capability = detect_cpu_variant(ctx, step)
+            step.log(f"device class: {ctx.device}".replace("\n", " "))
         if cfg.evidence is None:
             raise Failed("no --evidence given: the run must be bound to the lane's build evidence")
         try:

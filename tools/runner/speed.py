@@ -39,6 +39,7 @@ import shlex
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 
 from proto import runner_report_pb2 as rpb
@@ -57,6 +58,7 @@ _DEVICE_BUFFER = {"cuda": r"CUDA\d+", "rocm": r"ROCm\d+", "vulkan": r"Vulkan\d+"
 _BUFFER_LINE = re.compile(r"^.*load_tensors:\s+(\S+) model buffer size =\s*([0-9.]+) MiB\s*$", re.MULTILINE)
 _OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
 MEMBW_SOURCE = pathlib.Path(__file__).resolve().parent / "cuda" / "membw.cu"
+CPU_MEMBW_SOURCE = pathlib.Path(__file__).resolve().parent / "cpu_membw.py"
 
 # Bench labels -> raw files speed.<label>.json / speed.<label>.log.
 LANE, CPU_LANE, ROOFLINE_LANE, ROOFLINE_CPU_LANE = "lane", "cpu_lane", "roofline_lane", "roofline_cpu_lane"
@@ -218,6 +220,10 @@ def _nvcc() -> str | None:
 def measure_bandwidth(ctx: RunContext, step: Step) -> str | None:
     """Compiles and runs membw.cu (CUDA lanes); returns a problem or None. Output: speed.membw.*."""
     log, out = ctx.logs_dir / "speed.membw.log", ctx.logs_dir / "speed.membw.json"
+    if ctx.lane.backend == "cpu":  # host memory, one copy thread per llama-bench thread
+        code = _run_to_files(ctx, step, [sys.executable, CPU_MEMBW_SOURCE, str(ctx.config.threads)], out, log,
+                             ctx.config.timeout_s)
+        return f"cpu_membw exited {code} (see {log.name})" if code != 0 else None
     # The probe measures the physical device's memory through CUDA: CUDA lanes, and Vulkan lanes
     # whose device is an NVIDIA GPU (the same HBM, whichever API reads it).
     if not (ctx.lane.backend == "cuda" or (ctx.lane.backend == "vulkan" and ctx.device.vendor == "NVIDIA")):
@@ -276,6 +282,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
             value, floor = m.get(f"{kind}_tokens_per_s"), m[f"floor_{kind}_tokens_per_s"]
             if value is None or not value >= floor:  # `not >=` also fails NaN
                 problems.append(f"{kind} {value if value is not None else 'absent'} tok/s below floor {floor:g}")
+        summary = _cpu_roofline(logs_dir, m, counts, problems, summary)
     else:
         offl = parse_offloaded(lane_log)
         if offl is None or offl[0] != offl[1] or offl[1] <= 0:
@@ -354,6 +361,46 @@ def _roofline(logs_dir, cfg, backend, m, counts, problems, summary) -> str:
     return summary
 
 
+def _membw_gbs(logs_dir: pathlib.Path, problems: list[str]) -> float | None:
+    membw = logs_dir / "speed.membw.json"
+    if not membw.is_file():
+        problems.append("memory bandwidth not measured (no speed.membw.json)")
+        return None
+    try:
+        return parse_membw(log_blocks.read(membw))
+    except (ValueError, KeyError, TypeError) as err:
+        problems.append(f"speed.membw.json unreadable: {err}")
+        return None
+
+
+def _cpu_roofline(logs_dir, m, counts, problems, summary) -> str:
+    """CPU lane with --roofline_model: tg on it x the weight bytes it reads per token, as a fraction
+    of the host's measured memory bandwidth (informational: no floor)."""
+    big_tests, big_log = _load(logs_dir, ROOFLINE_LANE)
+    if big_tests is None:
+        return summary
+    if not big_tests:
+        problems.append("roofline bench JSON unreadable")
+        return summary
+    problems += [f"roofline bench: {p}" for p in backend_problems(big_tests, "cpu", False)]
+    m["roofline_tg_tokens_per_s"] = bench_figures(big_tests).get("tg_tokens_per_s", 0.0)
+    device, host, lines = device_weight_bytes(big_log, "cpu")
+    weights = device + host  # every model buffer is host memory on the CPU lane
+    counts["roofline_host_weight_bytes"] = weights
+    if weights <= 0:
+        problems.append(f"roofline bench log: no model buffer lines ({lines})")
+        return summary
+    bw = _membw_gbs(logs_dir, problems)
+    if bw is None:
+        return summary
+    m["host_bandwidth_gbs"] = bw
+    m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * weights / (bw * 1e9)
+    if not m["tg_roofline_fraction"] <= 1.0:
+        problems.append(f"tg reaches {m['tg_roofline_fraction']:.2f} of the roofline: bytes or bandwidth are wrong")
+    return summary + (f"; roofline: {weights} B x {m['roofline_tg_tokens_per_s']:.2f} tok/s = "
+                      f"{100 * m['tg_roofline_fraction']:.1f}% of {bw:.1f} GB/s host memory (measured)")
+
+
 def _peer(logs_dir, cfg, m, problems, summary) -> str:
     """Side by side with another accelerator lane on this host (same model, same bench sizes)."""
     peer_backend = cfg.get("peer_backend", "")
@@ -411,6 +458,12 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
     failures = []
     if _bench(ctx, step, LANE, bench_command(ctx, cfg.lane_dir, accel)) != 0:
         failures.append("llama-bench on the lane failed")
+    if not accel and cfg.roofline_model is not None:
+        if _bench(ctx, step, ROOFLINE_LANE, bench_command(ctx, cfg.lane_dir, False, cfg.roofline_model, (0, 32, 2))) != 0:
+            failures.append("roofline llama-bench on the lane failed")
+        problem = measure_bandwidth(ctx, step)
+        if problem:
+            failures.append(problem)
     if accel:
         if _bench(ctx, step, CPU_LANE, bench_command(ctx, cfg.cpu_lane_dir, False)) != 0:
             failures.append("llama-bench on the CPU lane failed")

@@ -214,3 +214,36 @@ def test_run_speed_cuda_orchestration(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def _cpu_roofline_run(logs: pathlib.Path, big_tg: float, membw: bool = True) -> pathlib.Path:
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "speed.log").write_text("# lanes-config backend=cpu\n# lanes-config floor_tg_tokens_per_s=0.0\n"
+                                    "# lanes-config floor_pp_tokens_per_s=0.0\n")
+    (logs / "speed.lane.json").write_text((TESTDATA / "llama_bench_cpu.json").read_text())
+    (logs / "speed.roofline_lane.json").write_text(json.dumps(_tests("CPU", None, big_tg, 671088640)))
+    (logs / "speed.roofline_lane.log").write_text("load_tensors:   CPU_Mapped model buffer size =   640.00 MiB\n")
+    if membw:
+        # 2 GiB moved in a median 100 ms: 21.47 GB/s of host memory.
+        (logs / "speed.membw.json").write_text(json.dumps(
+            {"device": "host memory", "threads": 2, "bytes_moved": 2147483648, "samples_ms": [100.0, 99.0, 101.0]}))
+    return logs
+
+
+def test_cpu_roofline_fraction_from_the_host_probe(tmp_path):
+    counts, m, problems, summary = speed.evaluate(_cpu_roofline_run(tmp_path, big_tg=16.0))
+    assert problems == [], problems
+    assert counts["roofline_host_weight_bytes"] == 640 * 2**20
+    assert m["tg_roofline_fraction"] == pytest.approx(16.0 * 640 * 2**20 / (2147483648 / 0.1))
+    assert "host memory (measured)" in summary
+
+
+def test_cpu_roofline_above_the_bandwidth_or_unmeasured_fails(tmp_path):
+    assert any("of the roofline" in p for p in speed.evaluate(_cpu_roofline_run(tmp_path / "a", big_tg=100.0))[2])
+    assert any("not measured" in p for p in speed.evaluate(_cpu_roofline_run(tmp_path / "b", 16.0, membw=False))[2])
+
+
+def test_cpu_membw_probe_prints_what_parse_membw_reads(tmp_path):
+    import subprocess
+    out = subprocess.run([sys.executable, str(speed.CPU_MEMBW_SOURCE), "1"], capture_output=True, text=True, check=True)
+    assert speed.parse_membw(out.stdout) > 0.1  # GB/s: any host moves more than this
