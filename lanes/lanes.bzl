@@ -61,6 +61,15 @@ _CPU_ALL_VARIANTS = {
     "GGML_NATIVE": "OFF",
 }
 
+# ggml options whose default llama.cpp's own CMakeLists.txt changes before add_subdirectory(ggml):
+# a ggml stage configured standalone (as the lanes build it) would otherwise miss them. Measured
+# (tools/bench, this host): without llamafile's sgemm the CPU lane's pp128 on a 0.67 GB F16 model
+# was x0.41 of upstream's build. The CUDA and Vulkan lanes take these at their next re-certification
+# (their certified records bind to the artifacts built without them; CUDA graphs matter for tg).
+_LLAMA_CPP_GGML_DEFAULTS = {
+    "GGML_LLAMAFILE": "ON",
+}
+
 _LLAMA_COMMON = {
     "BUILD_SHARED_LIBS": "ON",
     "CMAKE_BUILD_TYPE": "Release",
@@ -220,7 +229,7 @@ LANES = {
         backend = "cpu",
         sdk = "host-cc",
         ggml_libs = ["ggml-base", "ggml"],
-        ggml_cache_entries = _CPU_ALL_VARIANTS,
+        ggml_cache_entries = merge_dicts(_CPU_ALL_VARIANTS, _LLAMA_CPP_GGML_DEFAULTS),
         cpu_variants = X86_64_CPU_VARIANTS,
         # Printed at -lv 4; "_Mapped" disappears with --no-mmap.
         log_evidence = ["load_tensors: +CPU(_Mapped)? model buffer size", "llama_kv_cache: +CPU KV buffer size"],

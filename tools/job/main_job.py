@@ -206,6 +206,18 @@ def resolve_model(model: str, store: str) -> tuple[pathlib.Path, str]:
     return files[0], f"model-store:{files[0]}"
 
 
+def _upstream_build(workspace: pathlib.Path, alias: str) -> pathlib.Path | None:
+    """//lanes:<alias>_upstream when it was built (`bazel build //lanes:cpu_upstream`): the speed
+    step then reports the lane/upstream ratio. Not a dependency of the job: it compiles for this
+    host's CPU and is never cached, so it is built only on request."""
+    ref = workspace / "bazel-bin" / "lanes" / f"{alias}_upstream"
+    if (ref / "bin" / "llama-bench").is_file():
+        print(f"certify: benching against the upstream-default build {ref}", flush=True)
+        return ref
+    print(f"certify: no upstream-default build (bazel build //lanes:{alias}_upstream for the lane/upstream ratio)", flush=True)
+    return None
+
+
 def _run_and_sign(opts: JobOptions, staging, lane_id, alias, lane_dir, evidence, cpu_lane, workspace, spec,
                   policy_path, runs, records_dir) -> int:
     model, source = resolve_model(opts.model, opts.model_store)
@@ -215,6 +227,7 @@ def _run_and_sign(opts: JobOptions, staging, lane_id, alias, lane_dir, evidence,
         out_dir=staging, report=staging / "runner_report.pb", cpu_lane_dir=cpu_lane if alias != "cpu" else None,
         kv_types=tuple(opts.kv_types),
         roofline_model=pathlib.Path(CPU_ROOFLINE_MODEL).resolve() if alias == "cpu" else None,
+        upstream_dir=_upstream_build(workspace, alias),
     )
     if policy_path.exists():  # floors, speed-up ratios and bounds, as admission will apply them
         runner.apply_policy(config, policy_path, lane_id)

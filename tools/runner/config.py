@@ -80,11 +80,15 @@ class RunnerConfig:
     # step for a side-by-side figure. Informational: no floor is applied to the ratio.
     peer_lane_dir: pathlib.Path | None = None
     peer_backend: str = ""
+    # An upstream-default build of the same tree on this host (//lanes:<alias>_upstream): benched in
+    # the speed step for the lane/upstream ratio, which a policy speed floor may bound
+    # (speed.upstream_ratio_pp / speed.upstream_ratio_tg).
+    upstream_dir: pathlib.Path | None = None
 
     def normalized(self) -> "RunnerConfig":
         """Paths made absolute (binaries run with other working directories)."""
         c = dataclasses.replace(self)
-        for name in ("lane_dir", "evidence", "spec", "model", "out_dir", "report", "cpu_lane_dir", "roofline_model", "peer_lane_dir"):
+        for name in ("lane_dir", "evidence", "spec", "model", "out_dir", "report", "cpu_lane_dir", "roofline_model", "peer_lane_dir", "upstream_dir"):
             value = getattr(c, name)
             if value is not None:
                 setattr(c, name, pathlib.Path(os.path.abspath(value)))

@@ -510,7 +510,7 @@ def test_a_variant_the_spec_does_not_list_fails_preflight(tmp_path):
     from tools.runner.steps import ProcessTracker, Step
     lane_dir = tmp_path / "lane"
     (lane_dir / "bin").mkdir(parents=True)
-    exe = lane_dir / "bin" / "llama-completion"
+    exe = lane_dir / "bin" / "llama-bench"
     exe.write_text("#!/bin/sh\necho 'load_backend: loaded CPU backend from /l/bin/libggml-cpu-zen5.so' >&2\n")
     exe.chmod(0o755)
     lane = Lane("linux-x86_64-cpu", "cpu", "linux", "x86_64", "cpu", "host-cc", (), (), (), cpu_variants=("x64", "zen4"))

@@ -119,14 +119,15 @@ def parse_cpu_variant(text: str) -> str | None:
 
 def detect_cpu_variant(ctx: RunContext, step: Step) -> str:
     """Runs a lane binary that loads ggml's backends and reads which CPU variant it chose."""
-    res = step.run([ctx.bin("llama-completion"), "--list-devices"], 60)
+    # llama-bench prints ggml's own loader lines (llama-completion's logger hides them).
+    res = step.run([ctx.bin("llama-bench"), "--list-devices"], 60)
     try:
         variant = parse_cpu_variant(res.output)
     except ValueError as err:
         raise Failed(str(err)) from err
     if variant is None:
         raise Failed("the lane loaded no CPU variant (no `load_backend: loaded CPU backend from "
-                     "...libggml-cpu-<variant>.so` line from llama-completion --list-devices)")
+                     "...libggml-cpu-<variant>.so` line from llama-bench --list-devices)")
     if variant not in ctx.lane.cpu_variants:
         raise Failed(f"ggml loaded CPU variant {variant!r}, which the lane spec does not list "
                      f"({', '.join(ctx.lane.cpu_variants)})")

@@ -297,6 +297,8 @@ def define_flags() -> None:
     flags.DEFINE_string("peer_lane_dir", "", "Accelerator lanes: another accelerator lane on this host (e.g. the CUDA lane "
                         "when certifying Vulkan), benched side by side in the speed step (informational).")
     flags.DEFINE_string("peer_backend", "", "--peer_lane_dir's backend (cuda, vulkan, ...).")
+    flags.DEFINE_string("upstream_dir", "", "An upstream-default build of the same tree on this host (bin/llama-bench; "
+                        "//lanes:<alias>_upstream): the speed step reports the lane/upstream ratio.")
     flags.DEFINE_string("build_provenance", "bazel", 'How the artifacts came to be: "bazel" or "rebuild-from-lane-spec on <host>".')
     flags.mark_flags_as_required(["lane", "lane_dir", "spec", "out_dir", "report"])
 
@@ -316,7 +318,7 @@ def config_from_flags() -> RunnerConfig:
         memory_tolerance_mib=FLAGS.memory_tolerance_mib, gpu_index=FLAGS.gpu_index,
         build_provenance=FLAGS.build_provenance, min_speedup_pp=FLAGS.min_speedup_pp,
         min_speedup_roofline_tg=FLAGS.min_speedup_roofline_tg, peer_lane_dir=path(FLAGS.peer_lane_dir),
-        peer_backend=FLAGS.peer_backend,
+        peer_backend=FLAGS.peer_backend, upstream_dir=path(FLAGS.upstream_dir),
     )
     if FLAGS.threads:
         cfg.threads = FLAGS.threads

@@ -63,6 +63,7 @@ CPU_MEMBW_SOURCE = pathlib.Path(__file__).resolve().parent / "cpu_membw.py"
 # Bench labels -> raw files speed.<label>.json / speed.<label>.log.
 LANE, CPU_LANE, ROOFLINE_LANE, ROOFLINE_CPU_LANE = "lane", "cpu_lane", "roofline_lane", "roofline_cpu_lane"
 PEER_LANE, ROOFLINE_PEER_LANE = "peer_lane", "roofline_peer_lane"
+UPSTREAM = "upstream"
 
 
 def parse_bench_tests(text: str) -> list[dict]:
@@ -307,6 +308,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         summary += f", x{m.get('speedup_pp', 0):.2f} pp / x{m.get('speedup_tg', 0):.2f} tg vs CPU lane"
         summary = _roofline(logs_dir, cfg, backend, m, counts, problems, summary)
         summary = _peer(logs_dir, cfg, m, problems, summary)
+    summary = _upstream(logs_dir, backend, accel, lane, m, problems, summary)
     for k, v in m.items():
         if not math.isfinite(v):
             problems.append(f"{k} is {v}")
@@ -401,6 +403,27 @@ def _cpu_roofline(logs_dir, m, counts, problems, summary) -> str:
                       f"{100 * m['tg_roofline_fraction']:.1f}% of {bw:.1f} GB/s host memory (measured)")
 
 
+def _upstream(logs_dir, backend, accel, lane, m, problems, summary) -> str:
+    """Lane vs an upstream-default build of the same tree, same host, same bench sizes (one run
+    each; tools/bench alternates runs for a finer figure). Informational unless a policy floors it."""
+    tests, _ = _load(logs_dir, UPSTREAM)
+    if tests is None:
+        return summary
+    if not tests:
+        problems.append("upstream build's llama-bench JSON unreadable")
+        return summary
+    problems += [f"upstream bench: {p}" for p in backend_problems(tests, backend, accel)]
+    ref = bench_figures(tests)
+    parts = []
+    for kind in ("pp", "tg"):
+        key = f"{kind}_tokens_per_s"
+        if key in ref and key in lane and ref[key] > 0:
+            m[f"upstream_{key}"] = ref[key]
+            m[f"upstream_ratio_{kind}"] = lane[key] / ref[key]
+            parts.append(f"{kind} x{m[f'upstream_ratio_{kind}']:.2f}")
+    return summary + (f"; vs upstream defaults on this host: {', '.join(parts)}" if parts else "")
+
+
 def _peer(logs_dir, cfg, m, problems, summary) -> str:
     """Side by side with another accelerator lane on this host (same model, same bench sizes)."""
     peer_backend = cfg.get("peer_backend", "")
@@ -458,6 +481,8 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
     failures = []
     if _bench(ctx, step, LANE, bench_command(ctx, cfg.lane_dir, accel)) != 0:
         failures.append("llama-bench on the lane failed")
+    if cfg.upstream_dir is not None and _bench(ctx, step, UPSTREAM, bench_command(ctx, cfg.upstream_dir, accel)) != 0:
+        failures.append("llama-bench on the upstream-default build failed")
     if not accel and cfg.roofline_model is not None:
         if _bench(ctx, step, ROOFLINE_LANE, bench_command(ctx, cfg.lane_dir, False, cfg.roofline_model, (0, 32, 2))) != 0:
             failures.append("roofline llama-bench on the lane failed")

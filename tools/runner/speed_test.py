@@ -247,3 +247,17 @@ def test_cpu_membw_probe_prints_what_parse_membw_reads(tmp_path):
     import subprocess
     out = subprocess.run([sys.executable, str(speed.CPU_MEMBW_SOURCE), "1"], capture_output=True, text=True, check=True)
     assert speed.parse_membw(out.stdout) > 0.1  # GB/s: any host moves more than this
+
+
+def test_upstream_ratio_from_its_own_bench_file(tmp_path):
+    logs = _cpu_roofline_run(tmp_path, big_tg=16.0)
+    lane = json.loads((logs / "speed.lane.json").read_text())
+    for t in lane:
+        t["avg_ts"] = t["avg_ts"] * 2  # upstream twice as fast: ratio 0.5
+    (logs / "speed.upstream.json").write_text(json.dumps(lane))
+    (logs / "speed.upstream.log").write_text("")
+    _, m, problems, summary = speed.evaluate(logs)
+    assert problems == [] and m["upstream_ratio_pp"] == pytest.approx(0.5) and m["upstream_ratio_tg"] == pytest.approx(0.5)
+    assert "vs upstream defaults on this host: pp x0.50, tg x0.50" in summary
+    (logs / "speed.upstream.json").write_text("not json")
+    assert "upstream build's llama-bench JSON unreadable" in speed.evaluate(logs)[2]
