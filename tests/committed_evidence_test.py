@@ -24,6 +24,7 @@ POLICY = EVIDENCE / "policy.json"
 RECORDS = sorted((EVIDENCE / "records").glob("*.record.dsse.json"))
 RUNS = sorted(d for d in (EVIDENCE / "runs").iterdir() if d.is_dir()) if (EVIDENCE / "runs").is_dir() else []
 COMPATS = sorted((EVIDENCE / "records").glob("*.compat.dsse.json"))
+BENCHES = sorted(d for d in (EVIDENCE / "bench").iterdir() if d.is_dir()) if (EVIDENCE / "bench").is_dir() else []
 
 
 # The embedded model (--model=PATH under Bazel), for recomputing figures that need it (op_oracle).
@@ -185,6 +186,20 @@ def test_mixed_route_is_admitted_only_with_its_compatibility_record(path):
     unbounded.CopyFrom(policy)
     unbounded.ClearField("compatibility")
     assert not decide(nodes, [compat], pol=unbounded).routable
+
+
+@pytest.mark.parametrize("run", BENCHES, ids=lambda p: p.name)
+def test_bench_report_is_what_its_raw_files_give(run):
+    """Every figure of a committed lane-vs-upstream benchmark re-derives from its raw llama-bench
+    JSON (digests included); its build evidence digest is a certified record's."""
+    from proto import bench_report_pb2
+    from tools.bench import bench
+    report = bench_report_pb2.BenchReport.FromString((run / "bench_report.pb").read_bytes())
+    again = bench.recompute(run)
+    again.lane_build_evidence_digest = report.lane_build_evidence_digest
+    assert again == report
+    certified = {_verified(p)[1].build_evidence_digest for p in RECORDS}
+    assert report.lane_build_evidence_digest in certified
 
 
 if __name__ == "__main__":
