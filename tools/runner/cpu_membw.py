@@ -1,35 +1,40 @@
-"""Host memory bandwidth for the CPU lane's roofline: a STREAM-style copy with one thread per core.
+"""Host memory read bandwidth for the CPU lane's roofline, one thread per llama-bench thread.
 
-Run by path (python3 cpu_membw.py THREADS): numpy copies a buffer far larger than the caches, each
-thread its own slice (numpy releases the GIL while copying), and prints the same JSON as the CUDA
-probe (membw.cu): bytes_moved counts bytes read plus written per sample (STREAM's convention; a
-write-allocate read is not counted), samples_ms the wall time of each repetition. The runner
-derives GB/s = bytes_moved / median_high(samples_ms), exactly as for the GPU probe.
+Run by path (python3 cpu_membw.py THREADS). Token generation streams the weights, so what bounds
+it is read bandwidth: each thread scans its slice of a 1 GiB buffer of non-zero bytes (past any
+CPU cache; non-zero so no page is the shared zero page) with glibc's memchr for a byte that is not
+there (vectorised, read-only; ctypes releases the GIL during the call). Prints the JSON the GPU
+probe (membw.cu) prints: bytes_moved = bytes read per sample, samples_ms = each repetition's wall
+time; the runner derives GB/s = bytes_moved / median_high(samples_ms), as for the GPU.
 """
 
+import ctypes
+import ctypes.util
 import json
 import sys
 import threading
 import time
 
-import numpy as np
-
-BUFFER_BYTES = 1 << 30  # 1 GiB source + 1 GiB destination: past any CPU cache
+BUFFER_BYTES = 1 << 30
 REPETITIONS = 7
 
 
 def main() -> int:
     threads = max(1, int(sys.argv[1])) if len(sys.argv) > 1 else 1
-    src = np.ones(BUFFER_BYTES // 8, dtype=np.float64)
-    dst = np.empty_like(src)
-    bounds = np.linspace(0, src.size, threads + 1, dtype=np.int64)
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.memchr.restype = ctypes.c_void_p
+    libc.memchr.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    buf = ctypes.create_string_buffer(b"\x02" * BUFFER_BYTES, BUFFER_BYTES)  # every page written
+    base = ctypes.addressof(buf)
+    bounds = [BUFFER_BYTES * i // threads for i in range(threads + 1)]
+    found = []
 
-    def copy(i: int) -> None:
-        np.copyto(dst[bounds[i]:bounds[i + 1]], src[bounds[i]:bounds[i + 1]])
+    def scan(i: int) -> None:
+        found.append(libc.memchr(base + bounds[i], 1, bounds[i + 1] - bounds[i]))
 
     samples = []
-    for rep in range(REPETITIONS + 1):  # the first pass faults the pages in: not a sample
-        workers = [threading.Thread(target=copy, args=(i,)) for i in range(threads)]
+    for rep in range(REPETITIONS + 1):  # the first pass warms the TLB: not a sample
+        workers = [threading.Thread(target=scan, args=(i,)) for i in range(threads)]
         start = time.perf_counter()
         for w in workers:
             w.start()
@@ -38,10 +43,11 @@ def main() -> int:
         elapsed_ms = (time.perf_counter() - start) * 1e3
         if rep:
             samples.append(round(elapsed_ms, 4))
-    if not np.array_equal(dst[:: 1 << 16], src[:: 1 << 16]):
-        print("cpu_membw: the copy is wrong", file=sys.stderr)
+    if any(f is not None for f in found):
+        print("cpu_membw: memchr found a byte that is not in the buffer", file=sys.stderr)
         return 1
-    print(json.dumps({"device": "host memory", "threads": threads, "bytes_moved": 2 * src.nbytes, "samples_ms": samples}))
+    print(json.dumps({"device": "host memory (read)", "threads": threads, "bytes_moved": BUFFER_BYTES,
+                      "samples_ms": samples}))
     return 0
 
 

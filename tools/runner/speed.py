@@ -283,7 +283,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
             value, floor = m.get(f"{kind}_tokens_per_s"), m[f"floor_{kind}_tokens_per_s"]
             if value is None or not value >= floor:  # `not >=` also fails NaN
                 problems.append(f"{kind} {value if value is not None else 'absent'} tok/s below floor {floor:g}")
-        summary = _cpu_roofline(logs_dir, m, counts, problems, summary)
+        summary = _cpu_roofline(logs_dir, cfg, m, counts, problems, summary)
     else:
         offl = parse_offloaded(lane_log)
         if offl is None or offl[0] != offl[1] or offl[1] <= 0:
@@ -375,9 +375,19 @@ def _membw_gbs(logs_dir: pathlib.Path, problems: list[str]) -> float | None:
         return None
 
 
-def _cpu_roofline(logs_dir, m, counts, problems, summary) -> str:
-    """CPU lane with --roofline_model: tg on it x the weight bytes it reads per token, as a fraction
-    of the host's measured memory bandwidth (informational: no floor)."""
+def rows_only_bytes(model: pathlib.Path) -> int:
+    """Bytes of the token embedding when the model has a separate output matrix: token generation
+    reads one row of it per token, not all of it (with tied embeddings the output matmul reads it)."""
+    import gguf  # heavy import, only for the roofline model
+
+    sizes = {t.name: int(t.n_bytes) for t in gguf.GGUFReader(model, "r").tensors}
+    return sizes.get("token_embd.weight", 0) if "output.weight" in sizes else 0
+
+
+def _cpu_roofline(logs_dir, cfg, m, counts, problems, summary) -> str:
+    """CPU lane with --roofline_model: tg on it x the weight bytes it reads per token (every model
+    buffer minus the row-gathered token embedding), as a fraction of the host's measured read
+    bandwidth (informational: no floor)."""
     big_tests, big_log = _load(logs_dir, ROOFLINE_LANE)
     if big_tests is None:
         return summary
@@ -387,8 +397,9 @@ def _cpu_roofline(logs_dir, m, counts, problems, summary) -> str:
     problems += [f"roofline bench: {p}" for p in backend_problems(big_tests, "cpu", False)]
     m["roofline_tg_tokens_per_s"] = bench_figures(big_tests).get("tg_tokens_per_s", 0.0)
     device, host, lines = device_weight_bytes(big_log, "cpu")
-    weights = device + host  # every model buffer is host memory on the CPU lane
-    counts["roofline_host_weight_bytes"] = weights
+    rows_only = int(fnum_cfg(cfg, "roofline_rows_only_bytes"))
+    weights = device + host - rows_only  # every model buffer is host memory on the CPU lane
+    counts["roofline_host_weight_bytes"], counts["roofline_rows_only_bytes"] = weights, rows_only
     if weights <= 0:
         problems.append(f"roofline bench log: no model buffer lines ({lines})")
         return summary
@@ -399,8 +410,9 @@ def _cpu_roofline(logs_dir, m, counts, problems, summary) -> str:
     m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * weights / (bw * 1e9)
     if not m["tg_roofline_fraction"] <= 1.0:
         problems.append(f"tg reaches {m['tg_roofline_fraction']:.2f} of the roofline: bytes or bandwidth are wrong")
-    return summary + (f"; roofline: {weights} B x {m['roofline_tg_tokens_per_s']:.2f} tok/s = "
-                      f"{100 * m['tg_roofline_fraction']:.1f}% of {bw:.1f} GB/s host memory (measured)")
+    return summary + (f"; roofline: {weights} B ({rows_only} B of row-gathered token embedding excluded) x "
+                      f"{m['roofline_tg_tokens_per_s']:.2f} tok/s = {100 * m['tg_roofline_fraction']:.1f}% of "
+                      f"{bw:.1f} GB/s host memory read (measured)")
 
 
 def _upstream(logs_dir, backend, accel, lane, m, problems, summary) -> str:
@@ -484,6 +496,7 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
     if cfg.upstream_dir is not None and _bench(ctx, step, UPSTREAM, bench_command(ctx, cfg.upstream_dir, accel)) != 0:
         failures.append("llama-bench on the upstream-default build failed")
     if not accel and cfg.roofline_model is not None:
+        step.log(f"# lanes-config roofline_rows_only_bytes={rows_only_bytes(cfg.roofline_model)}")
         if _bench(ctx, step, ROOFLINE_LANE, bench_command(ctx, cfg.lane_dir, False, cfg.roofline_model, (0, 32, 2))) != 0:
             failures.append("roofline llama-bench on the lane failed")
         problem = measure_bandwidth(ctx, step)

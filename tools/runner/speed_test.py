@@ -219,7 +219,8 @@ if __name__ == "__main__":
 def _cpu_roofline_run(logs: pathlib.Path, big_tg: float, membw: bool = True) -> pathlib.Path:
     logs.mkdir(parents=True, exist_ok=True)
     (logs / "speed.log").write_text("# lanes-config backend=cpu\n# lanes-config floor_tg_tokens_per_s=0.0\n"
-                                    "# lanes-config floor_pp_tokens_per_s=0.0\n")
+                                    "# lanes-config floor_pp_tokens_per_s=0.0\n"
+                                    f"# lanes-config roofline_rows_only_bytes={128 * 2**20}\n")
     (logs / "speed.lane.json").write_text((TESTDATA / "llama_bench_cpu.json").read_text())
     (logs / "speed.roofline_lane.json").write_text(json.dumps(_tests("CPU", None, big_tg, 671088640)))
     (logs / "speed.roofline_lane.log").write_text("load_tensors:   CPU_Mapped model buffer size =   640.00 MiB\n")
@@ -233,14 +234,34 @@ def _cpu_roofline_run(logs: pathlib.Path, big_tg: float, membw: bool = True) -> 
 def test_cpu_roofline_fraction_from_the_host_probe(tmp_path):
     counts, m, problems, summary = speed.evaluate(_cpu_roofline_run(tmp_path, big_tg=16.0))
     assert problems == [], problems
-    assert counts["roofline_host_weight_bytes"] == 640 * 2**20
-    assert m["tg_roofline_fraction"] == pytest.approx(16.0 * 640 * 2**20 / (2147483648 / 0.1))
-    assert "host memory (measured)" in summary
+    assert counts["roofline_host_weight_bytes"] == 512 * 2**20  # 640 MiB of buffers less the 128 MiB embedding
+    assert m["tg_roofline_fraction"] == pytest.approx(16.0 * 512 * 2**20 / (2147483648 / 0.1))
+    assert "host memory read (measured)" in summary
 
 
 def test_cpu_roofline_above_the_bandwidth_or_unmeasured_fails(tmp_path):
-    assert any("of the roofline" in p for p in speed.evaluate(_cpu_roofline_run(tmp_path / "a", big_tg=100.0))[2])
+    assert any("of the roofline" in p for p in speed.evaluate(_cpu_roofline_run(tmp_path / "a", big_tg=200.0))[2])
     assert any("not measured" in p for p in speed.evaluate(_cpu_roofline_run(tmp_path / "b", 16.0, membw=False))[2])
+
+
+def _gguf(path: pathlib.Path, names: tuple[str, ...]) -> pathlib.Path:
+    import gguf
+    import numpy as np
+    w = gguf.GGUFWriter(str(path), "llama")
+    for name in names:
+        w.add_tensor(name, np.zeros((100, 64), dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_rows_only_bytes_is_the_embedding_only_with_a_separate_output(tmp_path):
+    separate = _gguf(tmp_path / "a.gguf", ("token_embd.weight", "output.weight"))
+    assert speed.rows_only_bytes(separate) == 100 * 64 * 2
+    tied = _gguf(tmp_path / "b.gguf", ("token_embd.weight",))  # the output matmul reads it all
+    assert speed.rows_only_bytes(tied) == 0
 
 
 def test_cpu_membw_probe_prints_what_parse_membw_reads(tmp_path):
