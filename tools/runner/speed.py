@@ -154,13 +154,18 @@ def parse_offloaded(log_text: str) -> tuple[int, int] | None:
 
 
 def parse_membw(text: str) -> float:
-    """GB/s (bytes read + written per second) from membw's JSON: bytes_moved / median sample (the
-    upper median, as membw.cu prints it)."""
+    """GB/s from a bandwidth probe's JSON: bytes_moved / the upper median sample (membw.cu), or /
+    the fastest sample when the probe says `"statistic": "fastest"` (cpu_membw.py: on a shared
+    host other processes only ever slow a sample down, so the fastest is the capacity)."""
     data = json.loads(text)
     samples = [float(s) for s in data["samples_ms"]]
     if not samples or min(samples) <= 0:
         raise ValueError("membw: no positive timing samples")
-    return float(data["bytes_moved"]) / (statistics.median_high(samples) / 1e3) / 1e9
+    statistic = data.get("statistic", "median_high")
+    if statistic not in ("median_high", "fastest"):
+        raise ValueError(f"membw: unknown statistic {statistic!r}")
+    ms = min(samples) if statistic == "fastest" else statistics.median_high(samples)
+    return float(data["bytes_moved"]) / (ms / 1e3) / 1e9
 
 
 def bench_sizes(ctx: RunContext) -> tuple[int, int, int]:

@@ -225,9 +225,10 @@ def _cpu_roofline_run(logs: pathlib.Path, big_tg: float, membw: bool = True) -> 
     (logs / "speed.roofline_lane.json").write_text(json.dumps(_tests("CPU", None, big_tg, 671088640)))
     (logs / "speed.roofline_lane.log").write_text("load_tensors:   CPU_Mapped model buffer size =   640.00 MiB\n")
     if membw:
-        # 2 GiB moved in a median 100 ms: 21.47 GB/s of host memory.
+        # 2 GiB read in the fastest sample, 100 ms: 21.47 GB/s of host memory.
         (logs / "speed.membw.json").write_text(json.dumps(
-            {"device": "host memory", "threads": 2, "bytes_moved": 2147483648, "samples_ms": [100.0, 99.0, 101.0]}))
+            {"device": "host memory (read)", "threads": 2, "bytes_moved": 2147483648, "statistic": "fastest",
+             "samples_ms": [130.0, 100.0, 101.0]}))
     return logs
 
 
@@ -282,3 +283,11 @@ def test_upstream_ratio_from_its_own_bench_file(tmp_path):
     assert "vs upstream defaults on this host: pp x0.50, tg x0.50" in summary
     (logs / "speed.upstream.json").write_text("not json")
     assert "upstream build's llama-bench JSON unreadable" in speed.evaluate(logs)[2]
+
+
+def test_membw_statistic_is_the_probes_own_and_unknown_ones_are_refused():
+    text = {"bytes_moved": 1e9, "samples_ms": [1.0, 2.0, 4.0]}
+    assert speed.parse_membw(json.dumps(text)) == pytest.approx(500.0)  # median_high: 2 ms
+    assert speed.parse_membw(json.dumps({**text, "statistic": "fastest"})) == pytest.approx(1000.0)
+    with pytest.raises(ValueError, match="unknown statistic"):
+        speed.parse_membw(json.dumps({**text, "statistic": "best-ever"}))
