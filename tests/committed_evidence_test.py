@@ -97,6 +97,11 @@ def test_admission_routes_only_the_exact_scope(path):
         assert not other_driver.routable and any("scope-device-class-mismatch" in r for r in other_driver.reasons)
     other_os = decide(_node(record, os="windows"))
     assert not other_os.routable
+    if record.scope.device_class.backend == "cpu":
+        # The CPU variant ggml loaded is the ISA level: another variant on the same CPU model is
+        # another device class (a zen4 record does not admit a host that loads haswell).
+        other_variant = decide(_node(record, compute_capability="haswell"))
+        assert not other_variant.routable and any("compute_capability" in r for r in other_variant.reasons)
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name.split(".")[0])
