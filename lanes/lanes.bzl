@@ -192,6 +192,10 @@ _CTEST_EXCLUDED = {
     # examples/eval-callback registers these two (with LLAMA_BUILD_TESTS=ON).
     "test-eval-callback-download-model": "network: downloads tinyllamas/stories15M-q4_0.gguf from Hugging Face",
     "test-eval-callback": _STORIES_MODEL,
+    # Upstream runs it on stories15M. With the embedded random-weight model every case passes but
+    # logit_bias (`--test logit_bias`: a +10 bias does not outweigh random logits; sampled 12363,
+    # expected 2787), and CTest runs all cases as one test.
+    "test-backend-sampler": "its logit_bias case needs a trained model (" + _STORIES_MODEL + "); the embedded random-weight model's logits outweigh the +10 bias",
     # Renders every template with Python's jinja2 as the reference: not a lane dependency, not in
     # the Python lock, and absent from the hosts' /usr/bin/python3.
     "test-jinja-py": "needs Python's jinja2 as the reference renderer (not a lane dependency, not in the Python lock)",

@@ -185,9 +185,9 @@ def make(
 
 
 def _placeholder_path(value: str, roots_back: dict[str, str]) -> str:
+    # Anywhere in the value: CTest keeps arguments such as -DDEST=<build root>/... whole.
     for root, placeholder in roots_back.items():
-        if value == root or value.startswith(root + "/"):
-            return placeholder + value[len(root):]
+        value = value.replace(root, placeholder)
     return value
 
 

@@ -26,7 +26,7 @@ add_test([=[test-gen]=] "{BUILD}/bin/test-gen" "-o" "{BUILD}/tests/test-models/"
 set_tests_properties([=[test-gen]=] PROPERTIES  LABELS "main" WORKING_DIRECTORY ".")
 add_test([=[test-autorelease]=] "{BUILD}/bin/test-autorelease")
 set_tests_properties([=[test-autorelease]=] PROPERTIES  LABELS "model" WORKING_DIRECTORY ".")
-add_test([=[test-download]=] "/usr/bin/cmake" "-P" "{SRC}/cmake/download.cmake")
+add_test([=[test-download]=] "/bin/sh" "-DDEST={BUILD}/tinyllamas/x.gguf" "-P" "{SRC}/cmake/download.cmake")
 """
 SCRIPTS = {
     # Relocation: the vocabulary and its companion file are found in the bundle.
@@ -88,6 +88,10 @@ def test_bundle_is_relocatable_and_carries_only_what_tests_read(tmp_path):
     text = (b / "ctest" / "tests" / "CTestTestfile.cmake.in").read_text()
     assert SRC not in text and BUILD not in text
     assert manifest["tests"][0]["command"] == [bundle.BIN + "/test-tok", bundle.SOURCE + "/models/vocab-llama.gguf"]
+    # Paths inside an argument are templated too, so the manifest is the same bytes every build.
+    assert manifest["tests"][4]["command"][1] == "-DDEST=" + bundle.WORK + "/tinyllamas/x.gguf"
+    again = make_bundle(tmp_path / "again")
+    assert (again / "manifest.json").read_bytes() == (b / "manifest.json").read_bytes()
 
 
 def test_a_passing_suite_counts_exclusions_apart(tmp_path):
