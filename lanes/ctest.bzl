@@ -12,7 +12,7 @@ lane's own targets and outputs are untouched.
 
 load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
 load("@rules_foreign_cc//foreign_cc:defs.bzl", "cmake")
-load("//lanes:lane.bzl", "llama_cache_entries")
+load("//lanes:lane.bzl", "llama_cache_entries", "unavailable_lane")
 load("//lanes:lanes.bzl", "LANES")
 load("//toolchains:sdk.bzl", "sdk_for_lane")
 
@@ -132,6 +132,7 @@ def llama_ctest(name, lane_id, heavy = False):
         fail("llama_ctest(name = {}): expected {}_ctest for {}".format(name, alias, lane_id))
     sdk = sdk_for_lane(lane, SDKS, HOST)
     if sdk["status"] != "AVAILABLE":
+        unavailable_lane(name = name, lane_id = lane_id, reason = sdk["reason"], tags = ["manual"])
         return
     tags = ["manual"] if heavy else []
     ctest = lane["ctest"]

@@ -210,10 +210,12 @@ def _ctest(backend, rpc):
         "excluded": _CTEST_EXCLUDED,
         # Source data tests read by relative path, not named in their CTest commands (test-chat and
         # test-chat-auto-parser run in the source root and read these templates).
-        "source_data": ["models/templates"],
-        # CTest labels upstream uses (main, model, python); "model" tests get the embedded tiny
-        # model through LLAMACPP_TEST_MODELFILE (without it they print a warning and exit 0).
-        "labels": ["main", "model", "python"],
+        # The embedded model's vocabulary too: a GPU host regenerates the model from it.
+        "source_data": ["models/templates", "models/ggml-vocab-llama-spm.gguf"],
+        # The CTest labels whose tests run; a test with another label must be excluded with a reason
+        # (upstream's "python" label: test-jinja-py). "model" tests get the embedded tiny model
+        # through LLAMACPP_TEST_MODELFILE (without it they print a warning and exit 0).
+        "labels": ["main", "model"],
         # Upstream tests that exercise the backend, run by another certification step instead.
         "covered_elsewhere": {} if backend == "cpu" else {
             "test-backend-ops": "built but not a CTest test at the pinned commit; the runner's fixture_parity step runs it on the device against the CPU backend",

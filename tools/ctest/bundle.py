@@ -142,6 +142,11 @@ def make(
     stale = sorted(set(excluded) - set(names))
     if stale:
         raise BundleError(f"the lane spec excludes tests {stale} that {lane_id}'s build does not register; remove them from lanes/lanes.bzl")
+    labels = set(ctest_spec.get("labels", []))
+    for t in tests:
+        other = sorted(set(t["labels"]) - labels)
+        if other and not t["excluded_reason"]:
+            raise BundleError(f"test {t['name']} has CTest label(s) {other} that the lane spec's ctest labels {sorted(labels)} do not list; add the label (lanes/lanes.bzl) or exclude the test with a reason")
     present = {b.name for b in binaries}
     source_files = set()
     for t in tests:

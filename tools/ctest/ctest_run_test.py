@@ -1,8 +1,10 @@
 """A fake lane's CTest bundle, made and run with the real ctest: passes, failures, skips, bad input."""
 
 import json
+import os
 import pathlib
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -41,6 +43,7 @@ SCRIPTS = {
 SPEC = {
     "test_dirs": ["tests"],
     "excluded": {"test-download": "network: downloads a model"},
+    "labels": ["main", "model"],
     "source_data": ["models/templates"],
     "covered_elsewhere": {"test-backend-ops": "fixture_parity runs it"},
 }
@@ -157,6 +160,8 @@ def test_audit_recomputes_the_report_from_the_raw_log(tmp_path):
 def test_stale_exclusions_and_missing_inputs_are_clear_errors(tmp_path):
     with pytest.raises(bundle.BundleError, match=r"excludes tests \['test-gone'\].*remove them from lanes/lanes.bzl"):
         make_bundle(tmp_path / "a", spec=dict(SPEC, excluded={"test-gone": "x"}))
+    with pytest.raises(bundle.BundleError, match=r"test test-autorelease has CTest label\(s\) \['model'\] that the lane spec"):
+        make_bundle(tmp_path / "e", spec=dict(SPEC, labels=["main"]))
     with pytest.raises(bundle.BundleError, match="test test-chat runs an executable the CTest stage did not build"):
         make_bundle(tmp_path / "b", scripts={k: v for k, v in SCRIPTS.items() if k != "test-chat"})
     with pytest.raises(bundle.BundleError, match=r"manifest.json: missing; --bundle must be a CTest bundle"):
@@ -164,6 +169,29 @@ def test_stale_exclusions_and_missing_inputs_are_clear_errors(tmp_path):
     b = make_bundle(tmp_path / "d")
     with pytest.raises(ctest_run.RunError, match="no lane libraries"):
         ctest_run.run(ctest_run.Options(bundle=b, lane_dir=tmp_path / "d" / "nolane", out=tmp_path / "d" / "out"))
+
+
+def run_cli(tmp: pathlib.Path, b: pathlib.Path, *extra: str) -> subprocess.CompletedProcess:
+    """run_bundle as a GPU host runs it: python3 -m tools.ctest.run_bundle."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    argv = [sys.executable, "-m", "tools.ctest.run_bundle", f"--bundle={b}", f"--lane_dir={lane_dir(tmp)}", f"--out={tmp / 'cli'}", *extra]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+
+
+def test_cli_exit_status_names_failures_and_bad_input(tmp_path):
+    model = tmp_path / "m.gguf"
+    model.write_text("GGUF")
+    ok = run_cli(tmp_path / "ok", make_bundle(tmp_path / "ok"), f"--model={model}")
+    assert ok.returncode == 0, ok.stderr
+    assert "4 passed, 0 failed, 0 skipped, 0 not run, 1 excluded of 5 registered" in ok.stdout
+    scripts = dict(SCRIPTS, **{"test-chat": 'echo "template mismatch"; exit 1'})
+    bad = run_cli(tmp_path / "bad", make_bundle(tmp_path / "bad", scripts), f"--model={model}")
+    assert bad.returncode == 1
+    assert "===== test-chat: ***Failed" in bad.stderr and "template mismatch" in bad.stderr
+    assert (tmp_path / "bad" / "cli" / "ctest_report.json").is_file()
+    unusable = run_cli(tmp_path / "none", tmp_path / "none" / "no-bundle")
+    assert unusable.returncode == 2
+    assert "manifest.json: missing; --bundle must be a CTest bundle" in unusable.stderr
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs a lane's llama.cpp CTest bundle for a host without Bazel (e.g. the lent H200), into the
 # git-ignored .lanes/ctest-carry/<lane>/: the Bazel-built lane with its build evidence, the CTest
-# bundle (//lanes:<lane>_ctest: test binaries, CTest files, the source data they read, manifest),
-# the generated protobuf module, the pinned vocab for the embedded model, and wheels the remote
+# bundle (//lanes:<lane>_ctest: test binaries, CTest files, the source data they read (among them
+# the pinned vocab the embedded model is made from), manifest), the generated protobuf module, the
+# embedded model's digest, and wheels the remote
 # Python (3.12) may lack, ctest itself among them (CMake's PyPI wheel, sha256-pinned: static enough
 # to run on any manylinux host).
 #
@@ -24,7 +25,6 @@ rm -rf "$carry"; mkdir -p "$carry/py/proto" "$carry/wheels"
 tar -cJf "$carry/lane.tar.xz" -C bazel-bin/lanes "$lane" "$lane.evidence.pb" "$lane.evidence.json"
 tar -cJf "$carry/ctest_bundle.tar.xz" -C bazel-bin/lanes "${lane}_ctest"
 cp bazel-bin/proto/ctest_report_pb2.py "$carry/py/proto/"
-cp "$(bazel info output_base 2>/dev/null)/external/llama_cpp/src/models/ggml-vocab-llama-spm.gguf" "$carry/"
 sha256sum bazel-bin/tools/model/tiny_llama_f32.gguf | cut -d' ' -f1 > "$carry/tiny_llama_f32.sha256"
 echo "$lane" > "$carry/lane"
 for req in protobuf==7.36.2 absl-py==2.5.1 gguf==0.19.0 cmake==3.31.6; do

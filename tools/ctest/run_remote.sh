@@ -22,7 +22,8 @@ tar -xJf "$carry/ctest_bundle.tar.xz" -C "$work"
 
 # The embedded model for upstream's "model" tests, regenerated from the pinned vocab: it must be
 # byte-identical to the one //tools/model:tiny_llama_f32 builds.
-python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/tiny_llama_f32.gguf"
+python3 -m tools.model.make_tiny_model --vocab "$work/${lane}_ctest/source/models/ggml-vocab-llama-spm.gguf" \
+  --out "$work/tiny_llama_f32.gguf"
 echo "$(cat "$carry/tiny_llama_f32.sha256")  $work/tiny_llama_f32.gguf" | sha256sum -c -
 
 for so in "$work/$lane"/lib/libggml-cuda.so.0; do
