@@ -23,7 +23,7 @@ flags.DEFINE_string("evidence", None, "The lane's build evidence (.pb), digested
 flags.DEFINE_string("model", None, "GGUF for upstream's 'model' tests (LLAMACPP_TEST_MODELFILE); without it they are SKIPPED, which fails the suite.")
 flags.DEFINE_string("ctest", "ctest", "The ctest executable (CMake >= 3.20).")
 flags.DEFINE_integer("jobs", 2, "Tests run in parallel (ctest -j).")
-flags.DEFINE_integer("timeout_s", 900, "Per-test timeout (ctest --timeout).")
+flags.DEFINE_integer("timeout_s", ctest_run.Options.timeout_s, "Per-test timeout (ctest --timeout).")
 flags.DEFINE_bool("report_only", False, "Exit 0 once the report is written, passed or not (the Bazel action; the gate test judges the report).")
 flags.DEFINE_string("log_name", ctest_run.LOG_NAME, "File name of the raw log in --out.")
 flags.DEFINE_string("report_pb", ctest_run.REPORT_PB, "File name of the report in --out.")
