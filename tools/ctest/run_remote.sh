@@ -33,6 +33,9 @@ for so in "$work/$lane"/lib/libggml-cuda.so.0; do
 done
 export NCCL_NVLS_ENABLE=0
 
+# The carried ctest (CMake's wheel), else the host's (packed with NO_CTEST_WHEEL=1).
+ctest=$work/site/cmake/data/bin/ctest
+if [ ! -x "$ctest" ]; then ctest=ctest; fi
 python3 -m tools.ctest.run_bundle --bundle="$work/${lane}_ctest" --lane_dir="$work/$lane" \
   --evidence="$work/$lane.evidence.pb" --model="$work/tiny_llama_f32.gguf" \
-  --ctest="$work/site/cmake/data/bin/ctest" --jobs="$jobs" --out="$out"
+  --ctest="$ctest" --jobs="$jobs" --out="$out"
