@@ -201,13 +201,19 @@ _CTEST_EXCLUDED = {
     "test-jinja-py": "needs Python's jinja2 as the reference renderer (not a lane dependency, not in the Python lock)",
 }
 
+# tools/rpc registers test-rpc-multi-server when the RPC backend is on. Upstream links it with
+# `ggml-rpc` by bare name, which a build against the installed ggml package
+# (LLAMA_USE_SYSTEM_GGML=ON, the lanes' llama stage) cannot resolve (`ld: cannot find -lggml-rpc`).
+_CTEST_EXCLUDED_RPC = {
+    "test-rpc-multi-server": "does not link against the installed ggml package (upstream links ggml-rpc by bare name: ld cannot find -lggml-rpc); mixed RPC routes are measured by tools/compat",
+}
+
 def _ctest(backend, rpc):
     return {
-        # tools/rpc registers test-rpc-multi-server when the RPC backend is on.
-        "targets": CTEST_TARGETS + (["ggml-rpc-server", "test-rpc-multi-server"] if rpc else []),
+        "targets": CTEST_TARGETS,
         # The build-tree directories whose CTestTestfile.cmake registers tests.
         "test_dirs": ["tests", "examples/eval-callback"] + (["tools/rpc"] if rpc else []),
-        "excluded": _CTEST_EXCLUDED,
+        "excluded": merge_dicts(_CTEST_EXCLUDED, _CTEST_EXCLUDED_RPC if rpc else {}),
         # Source data tests read by relative path, not named in their CTest commands (test-chat and
         # test-chat-auto-parser run in the source root and read these templates).
         # The embedded model's vocabulary too: a GPU host regenerates the model from it.
