@@ -104,6 +104,25 @@ unavailable_lane = rule(
     },
 )
 
+def llama_cache_entries(lane_id, lane, sdk):
+    """The llama stage's CMake cache entries; the CTest stage (ctest.bzl) configures with the same.
+
+    Args:
+      lane_id: a key of LANES.
+      lane: LANES[lane_id].
+      sdk: the lane's SDK as sdk_for_lane returns it.
+
+    Returns:
+      A dict of cache entries.
+    """
+
+    # The SDK's entries too: tools link libggml-<backend>, whose SDK libraries the linker must find.
+    return merge_dicts(lane["llama_cache_entries"], sdk.get("cache_entries", {}), {
+        "LANES_LANE_ID": lane_id,
+        "LANES_PATCH_STACK_DIGEST": PIN["patch_stack_digest"],
+        "LLAMA_BUILD_COMMIT": PIN["short_commit"],
+    })
+
 def llama_lane(name, lane_id, heavy = False):
     """Declares //lanes:<name> (and <name>_ggml, <name>_llama) for one lane of the spec.
 
@@ -141,12 +160,7 @@ def llama_lane(name, lane_id, heavy = False):
         name = alias + "_llama",
         lib_source = "@llama_cpp//:srcs",
         lib_name = alias + "_llama",
-        # The SDK's entries too: tools link libggml-<backend>, whose SDK libraries the linker must find.
-        cache_entries = merge_dicts(lane["llama_cache_entries"], sdk.get("cache_entries", {}), {
-            "LANES_LANE_ID": lane_id,
-            "LANES_PATCH_STACK_DIGEST": PIN["patch_stack_digest"],
-            "LLAMA_BUILD_COMMIT": PIN["short_commit"],
-        }),
+        cache_entries = llama_cache_entries(lane_id, lane, sdk),
         env = sdk.get("env", {}),
         build_data = sdk.get("build_data", []),
         deps = [":" + alias + "_ggml"],

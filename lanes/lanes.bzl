@@ -172,6 +172,105 @@ _CPU_OPS_ABSENT_FROM_GRAPH = ["SCALE"]
 # (the llama stage builds the server tool only when GGML_RPC is set).
 _RPC = {"GGML_RPC": "ON"}
 
+# llama.cpp's own CTest suite (issue 14), built by <lane>_ctest_build from the llama stage's exact
+# configuration. Every executable the pinned tests/CMakeLists.txt registers as a CTest test for this
+# configuration: LLAMA_USE_SYSTEM_GGML=ON drops test-gguf and test-alloc (they need ggml's private
+# headers), LLAMA_OPENSSL=OFF drops the gguf-model-data tests. test-backend-ops is built but not
+# registered at this commit; the runner's fixture_parity step runs the lane's own copy on the device.
+CTEST_TARGETS = [
+    "test-tokenizer-0",
+    "test-tokenizer-1-spm",
+    "test-unicode",
+    "test-sampling",
+    "test-reasoning-budget",
+    "test-grammar-parser",
+    "test-grammar-integration",
+    "test-llama-grammar",
+    "test-batch-alloc",
+    "test-chat",
+    "test-json-schema-to-grammar",
+    "test-llama-archs",
+    "test-recurrent-state-rollback",
+    "test-save-load-state",
+    "test-chat-peg-parser",
+    "test-jinja",
+    "test-json-schema",
+    "test-chat-auto-parser",
+    "test-chat-template",
+    "test-log",
+    "test-peg-parser",
+    "test-thread-safety",
+    "test-arg-parser",
+    "test-model-resolution",
+    "test-opt",
+    "test-tiled-mulmat",
+    "test-model-load-cancel",
+    "test-autorelease",
+    "test-backend-sampler",
+    "test-state-restore-fragmented",
+    "test-barrier",
+    "test-quantize-fns",
+    "test-quantize-perf",
+    "test-rope",
+    "test-col2im-1d",
+    "test-mtmd-c-api",
+    "test-mtmd-impl",
+]
+
+# CTest tests never run, each with its reason: they need a network or a model file absent from the
+# pinned tree. An excluded test is reported as EXCLUDED with this reason, never as passed.
+_STORIES_MODEL = "needs tinyllamas/stories15M-q4_0.gguf, which only test-download-model fetches (network); not in the pinned tree"
+_CTEST_EXCLUDED = {
+    "test-arg-parser": "network: makes HTTP requests to ggml.ai (cannot make GET request offline)",
+    "test-download-model": "network: downloads tinyllamas/stories15M-q4_0.gguf from Hugging Face",
+    "test-state-restore-fragmented": _STORIES_MODEL,
+    "test-thread-safety": _STORIES_MODEL,
+    # Without network `git clone` fails and the script still exits 0 having tested nothing.
+    "test-tokenizers-ggml-vocabs": "network: git-clones huggingface.co/ggml-org/vocabs",
+    # examples/eval-callback registers these two (with LLAMA_BUILD_TESTS=ON).
+    "test-eval-callback-download-model": "network: downloads tinyllamas/stories15M-q4_0.gguf from Hugging Face",
+    "test-eval-callback": _STORIES_MODEL,
+    # Upstream runs it on stories15M. With the embedded random-weight model every case passes but
+    # logit_bias (`--test logit_bias`: a +10 bias does not outweigh random logits; sampled 12363,
+    # expected 2787), and CTest runs all cases as one test.
+    "test-backend-sampler": "its logit_bias case needs a trained model (" + _STORIES_MODEL + "); the embedded random-weight model's logits outweigh the +10 bias",
+    # Renders every template with Python's jinja2 as the reference: not a lane dependency, not in
+    # the Python lock, and absent from the hosts' /usr/bin/python3.
+    "test-jinja-py": "needs Python's jinja2 as the reference renderer (not a lane dependency, not in the Python lock)",
+}
+
+# tools/rpc registers test-rpc-multi-server when the RPC backend is on. Upstream links it with
+# `ggml-rpc` by bare name, which a build against the installed ggml package
+# (LLAMA_USE_SYSTEM_GGML=ON, the lanes' llama stage) cannot resolve (`ld: cannot find -lggml-rpc`).
+_CTEST_EXCLUDED_RPC = {
+    "test-rpc-multi-server": "does not link against the installed ggml package (upstream links ggml-rpc by bare name: ld cannot find -lggml-rpc); mixed RPC routes are measured by tools/compat",
+}
+
+# Upstream's tests/CMakeLists.txt builds these only without GGML_BACKEND_DL (they call the CPU
+# backend directly): a lane whose CPU backend is loaded at run time has no such test (its op_oracle
+# and fixture parity cover the CPU ops).
+_CTEST_CPU_BACKEND_DIRECT = ["test-barrier", "test-quantize-fns", "test-quantize-perf", "test-rope", "test-col2im-1d"]
+
+def _ctest(backend, rpc, backend_dl = False):
+    return {
+        "targets": [t for t in CTEST_TARGETS if not (backend_dl and t in _CTEST_CPU_BACKEND_DIRECT)],
+        # The build-tree directories whose CTestTestfile.cmake registers tests.
+        "test_dirs": ["tests", "examples/eval-callback"] + (["tools/rpc"] if rpc else []),
+        "excluded": merge_dicts(_CTEST_EXCLUDED, _CTEST_EXCLUDED_RPC if rpc else {}),
+        # Source data tests read by relative path, not named in their CTest commands (test-chat and
+        # test-chat-auto-parser run in the source root and read these templates).
+        # The embedded model's vocabulary too: a GPU host regenerates the model from it.
+        "source_data": ["models/templates", "models/ggml-vocab-llama-spm.gguf"],
+        # The CTest labels whose tests run; a test with another label must be excluded with a reason
+        # (upstream's "python" label: test-jinja-py). "model" tests get the embedded tiny model
+        # through LLAMACPP_TEST_MODELFILE (without it they print a warning and exit 0).
+        "labels": ["main", "model"],
+        # Upstream tests that exercise the backend, run by another certification step instead.
+        "covered_elsewhere": {} if backend == "cpu" else {
+            "test-backend-ops": "built but not a CTest test at the pinned commit; the runner's fixture_parity step runs it on the device against the CPU backend",
+        },
+    }
+
 def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log_evidence = [], notes = "", rpc = False, cpu_variants = []):
     # Only a lane with CPU variants carries the key: the other lanes' spec entries stay as certified.
     variants = {"cpu_variants": cpu_variants} if cpu_variants else {}
@@ -195,6 +294,7 @@ def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log
         "op_coverage": _CPU_OP_COVERAGE if backend == "cpu" else {},
         "ops_absent_from_graph": _CPU_OPS_ABSENT_FROM_GRAPH if backend == "cpu" else [],
         "notes": notes,
+        "ctest": _ctest(backend, rpc, backend_dl = bool(cpu_variants)),
     })
 
 # Upstream-default reference builds (tools/bench measures each lane against one, same host, same

@@ -35,6 +35,13 @@ filegroup(
 )
 
 exports_files(["src/models/ggml-vocab-llama-spm.gguf"])
+
+# What llama.cpp's own tests read at run time (tokenizer vocabularies, chat templates): the
+# lanes' CTest bundles (lanes/ctest.bzl) copy the files their tests reference from here.
+filegroup(
+    name = "test_data",
+    srcs = glob(["src/models/**"]),
+)
 """
 
 _PATCH_FAILURE = """

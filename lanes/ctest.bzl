@@ -1,0 +1,172 @@
+"""llama.cpp's own CTest suite per lane (issue 14): a test-build stage beside the lane's stages.
+
+<lane>_ctest_build is a cmake() stage with exactly the lane's llama-stage cache entries, built on
+the lane's own ggml stage, that builds the test executables upstream registers; it leaves the
+build tree's CTestTestfile.cmake files with them. <lane>_ctest is the relocatable bundle made from
+that: the test binaries, the CTest file with its build and source paths made placeholders, the
+source data the tests read (tokenizer vocabularies, chat templates) and manifest.json (each test's
+command, labels, and exclusion reason from the lane spec). It runs against the lane's own
+libraries (bazel-bin/lanes/<lane>/lib), so the tests exercise the artifacts the lane ships. The
+lane's own targets and outputs are untouched.
+"""
+
+load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
+load("@rules_foreign_cc//foreign_cc:defs.bzl", "cmake")
+load("//lanes:lane.bzl", "llama_cache_entries", "unavailable_lane")
+load("//lanes:lanes.bzl", "LANES")
+load("//toolchains:sdk.bzl", "sdk_for_lane")
+
+def _stage_prefix(target):
+    """The cmake() target's output directory <name>/ (the parent of its bin/)."""
+    for f in target[DefaultInfo].files.to_list():
+        if not f.is_directory and f.dirname.endswith("/bin"):
+            return f.dirname[:-len("/bin")]
+    fail("{} declares no binaries".format(target.label))
+
+def _ctest_bundle_impl(ctx):
+    out = ctx.actions.declare_directory(ctx.label.name)
+    stage = ctx.attr.build[DefaultInfo].files.to_list()
+    binaries = [f for f in stage if not f.is_directory and f.dirname.endswith("/bin")]
+    vocab = [f for f in ctx.files.test_data if f.path.endswith("/models/ggml-vocab-llama-spm.gguf")]
+    if not vocab:
+        fail("{} has no models/ggml-vocab-llama-spm.gguf".format(ctx.attr.test_data.label))
+    args = ctx.actions.args()
+    args.add("--lane_id", ctx.attr.lane_id)
+    args.add("--spec", ctx.file._spec)
+    args.add("--build_tree", _stage_prefix(ctx.attr.build))
+    args.add_all(binaries, before_each = "--binary")
+    args.add("--source_root", vocab[0].dirname.rsplit("/", 1)[0])
+    args.add("--out", out.path)
+    ctx.actions.run(
+        executable = ctx.executable._make_bundle,
+        arguments = [args],
+        inputs = depset([ctx.file._spec] + stage + ctx.files.test_data + ctx.files.srcs),
+        outputs = [out],
+        mnemonic = "CTestBundle",
+        progress_message = "Bundling llama.cpp's CTest suite for {}".format(ctx.attr.lane_id),
+        use_default_shell_env = False,
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin"},
+    )
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
+
+# The relocatable bundle: bin/, ctest/ templates, source/ data and manifest.json (bundle.py).
+ctest_bundle = rule(
+    implementation = _ctest_bundle_impl,
+    attrs = {
+        "lane_id": attr.string(mandatory = True),
+        "build": attr.label(mandatory = True),
+        "test_data": attr.label(default = "@llama_cpp//:test_data"),
+        # Scripts the tests run (e.g. tests/test-rpc-multi-server.sh).
+        "srcs": attr.label(default = "@llama_cpp//:srcs"),
+        "_spec": attr.label(default = "//lanes:spec.json", allow_single_file = True),
+        "_make_bundle": attr.label(default = "//tools/ctest:make_bundle", executable = True, cfg = "exec"),
+    },
+)
+
+def _ctest_report_impl(ctx):
+    alias = ctx.attr.lane_alias
+
+    # Beside the lane's <alias>.evidence.{pb,json}: <alias>_ctest.report.{pb,json} and the raw log.
+    report_pb = ctx.actions.declare_file("{}_ctest.report.pb".format(alias))
+    report_json = ctx.actions.declare_file("{}_ctest.report.json".format(alias))
+    log = ctx.actions.declare_file("{}_ctest.log".format(alias))
+    lane_files = ctx.attr.lane[DefaultInfo].files.to_list()
+    evidence = [f for f in lane_files if f.basename == alias + ".evidence.pb"]
+    libs = [f for f in lane_files if f.dirname.endswith("/{}/lib".format(alias))]
+    if not evidence or not libs:
+        fail("{} has no {}.evidence.pb or lib/".format(ctx.attr.lane.label, alias))
+    args = ctx.actions.args()
+    args.add("--bundle", ctx.file.bundle.path)
+    args.add("--lane_dir", libs[0].dirname[:-len("/lib")])
+    args.add("--evidence", evidence[0])
+    args.add("--model", ctx.file.model)
+    args.add("--out", report_pb.dirname)
+    args.add("--log_name", log.basename)
+    args.add("--report_pb", report_pb.basename)
+    args.add("--report_json", report_json.basename)
+    args.add("--jobs", "2")
+    args.add("--report_only")
+    ctx.actions.run(
+        executable = ctx.executable._run_bundle,
+        arguments = [args],
+        inputs = depset([ctx.file.bundle, ctx.file.model] + lane_files),
+        outputs = [report_pb, report_json, log],
+        mnemonic = "CTest",
+        progress_message = "Running llama.cpp's CTest suite for {}".format(ctx.attr.lane_id),
+        # ctest -j2 (the two cores CI has); the tests see no network in the sandbox either way.
+        execution_requirements = {"resources:cpu:2": ""},
+        use_default_shell_env = False,
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin"},
+    )
+    return [DefaultInfo(
+        files = depset([report_pb, report_json, log]),
+        runfiles = ctx.runfiles(files = [report_pb, report_json, log]),
+    )]
+
+# Runs the bundle against the lane's libraries with ctest; the report and raw log land beside the
+# lane's build evidence. Passed or not, the action succeeds once the report is written: the gate
+# is the test that reads it (//tests:cpu_ctest_test), which names each failing test.
+ctest_report = rule(
+    implementation = _ctest_report_impl,
+    attrs = {
+        "lane_id": attr.string(mandatory = True),
+        "lane_alias": attr.string(mandatory = True),
+        "bundle": attr.label(mandatory = True, allow_single_file = True),
+        "lane": attr.label(mandatory = True),
+        "model": attr.label(default = "//tools/model:tiny_llama_f32", allow_single_file = True),
+        "_run_bundle": attr.label(default = "//tools/ctest:run_bundle", executable = True, cfg = "exec"),
+    },
+)
+
+def llama_ctest(name, lane_id, heavy = False):
+    """Declares <name>_build (cmake() stage) and <name> (the bundle) for one lane of the spec.
+
+    Args:
+      name: "<alias>_ctest", e.g. "cpu_ctest".
+      lane_id: a key of LANES.
+      heavy: tag manual (accelerator lanes: built only when asked).
+    """
+    lane = LANES[lane_id]
+    alias = lane["alias"]
+    if name != alias + "_ctest":
+        fail("llama_ctest(name = {}): expected {}_ctest for {}".format(name, alias, lane_id))
+    sdk = sdk_for_lane(lane, SDKS, HOST)
+    if sdk["status"] != "AVAILABLE":
+        unavailable_lane(name = name, lane_id = lane_id, reason = sdk["reason"], tags = ["manual"])
+        return
+    tags = ["manual"] if heavy else []
+    ctest = lane["ctest"]
+    cmake(
+        name = name + "_build",
+        lib_source = "@llama_cpp//:srcs",
+        lib_name = name + "_build",
+        cache_entries = llama_cache_entries(lane_id, lane, sdk),
+        env = sdk.get("env", {}),
+        build_data = sdk.get("build_data", []),
+        deps = [":" + alias + "_ggml"],
+        targets = ctest["targets"],
+        install = False,
+        out_binaries = ctest["targets"],
+        out_include_dir = "",
+        # Not installed by CMake: the build tree's directories with the CTestTestfile.cmake files.
+        out_data_dirs = ctest["test_dirs"],
+        build_args = ["--parallel", "8"],
+        generate_args = ["-GNinja"],
+        tags = tags,
+    )
+    ctest_bundle(
+        name = name,
+        lane_id = lane_id,
+        build = ":" + name + "_build",
+        tags = tags,
+    )
+    if heavy:
+        # Accelerator lanes run on their hardware: tools/ctest/run_bundle.py on the GPU host.
+        return
+    ctest_report(
+        name = name + "_report",
+        lane_id = lane_id,
+        lane_alias = alias,
+        bundle = ":" + name,
+        lane = ":" + alias,
+    )
