@@ -251,12 +251,21 @@ _CTEST_EXCLUDED_RPC = {
 # and fixture parity cover the CPU ops).
 _CTEST_CPU_BACKEND_DIRECT = ["test-barrier", "test-quantize-fns", "test-quantize-perf", "test-rope", "test-col2im-1d"]
 
+# With the CPU backend loaded at run time (GGML_BACKEND_DL), upstream's model generator calls no
+# ggml_backend_load_all() and finds no backend; the two tests that need its models go with it.
+_GENERATED_MODELS = "needs test-generate-models' models (CTest FIXTURES_REQUIRED generate-models)"
+_CTEST_EXCLUDED_BACKEND_DL = {
+    "test-generate-models": "loads no backend under GGML_BACKEND_DL (upstream's generator calls no ggml_backend_load_all(): 'no backends are loaded')",
+    "test-recurrent-state-rollback": _GENERATED_MODELS,
+    "test-save-load-state": _GENERATED_MODELS,
+}
+
 def _ctest(backend, rpc, backend_dl = False):
     return {
         "targets": [t for t in CTEST_TARGETS if not (backend_dl and t in _CTEST_CPU_BACKEND_DIRECT)],
         # The build-tree directories whose CTestTestfile.cmake registers tests.
         "test_dirs": ["tests", "examples/eval-callback"] + (["tools/rpc"] if rpc else []),
-        "excluded": merge_dicts(_CTEST_EXCLUDED, _CTEST_EXCLUDED_RPC if rpc else {}),
+        "excluded": merge_dicts(_CTEST_EXCLUDED, _CTEST_EXCLUDED_RPC if rpc else {}, _CTEST_EXCLUDED_BACKEND_DL if backend_dl else {}),
         # Source data tests read by relative path, not named in their CTest commands (test-chat and
         # test-chat-auto-parser run in the source root and read these templates).
         # The embedded model's vocabulary too: a GPU host regenerates the model from it.

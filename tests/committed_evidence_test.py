@@ -24,6 +24,7 @@ POLICY = EVIDENCE / "policy.json"
 RECORDS = sorted((EVIDENCE / "records").glob("*.record.dsse.json"))
 RUNS = sorted(d for d in (EVIDENCE / "runs").iterdir() if d.is_dir()) if (EVIDENCE / "runs").is_dir() else []
 COMPATS = sorted((EVIDENCE / "records").glob("*.compat.dsse.json"))
+CTESTS = sorted(d for d in (EVIDENCE / "ctest").iterdir() if d.is_dir()) if (EVIDENCE / "ctest").is_dir() else []
 BENCHES = sorted(d for d in (EVIDENCE / "bench").iterdir() if d.is_dir()) if (EVIDENCE / "bench").is_dir() else []
 
 
@@ -204,6 +205,26 @@ def test_bench_report_is_what_its_raw_files_give(run):
     again = bench.recompute(run)
     again.lane_build_evidence_digest = report.lane_build_evidence_digest
     assert again == report and report.lane_build_evidence_digest.startswith("sha256:")
+
+
+@pytest.mark.parametrize("run", CTESTS, ids=lambda p: p.name)
+def test_ctest_report_is_what_its_raw_log_gives(run):
+    """A committed CTest run on a GPU host (tools/ctest/run_remote.sh): the log is the one the
+    report digests, every test the log ran has the report's status, and the lane is certified."""
+    from proto import ctest_report_pb2
+    from tools.ctest import ctest_log
+    report = ctest_report_pb2.CTestReport.FromString((run / "ctest_report.pb").read_bytes())
+    log = (run / "ctest.log").read_text()
+    assert _sha(run / "ctest.log") == report.log_sha256
+    parsed = ctest_log.parse(log)
+    by_name = {t.name: t for t in report.tests}
+    for name, result in parsed.results.items():
+        assert ctest_report_pb2.CTestReport.Status.Name(by_name[name].status) == result.status, name
+    ran = {t.name for t in report.tests if t.status != report.EXCLUDED}
+    assert ran == set(parsed.results) and report.passed
+    assert report.totals.passed == sum(1 for r in parsed.results.values() if r.status == ctest_log.PASSED)
+    certified = {_verified(p)[1].build_evidence_digest.removeprefix("sha256:") for p in RECORDS}
+    assert report.build_evidence_sha256.removeprefix("sha256:") in certified
 
 
 if __name__ == "__main__":

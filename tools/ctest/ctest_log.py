@@ -17,7 +17,9 @@ _RESULT = re.compile(
     r"^\s*\d+/\s*\d+\s+Test\s+#\s*\d+:\s+(?P<name>\S+) \.*\s*(?P<status>\S.*?)\s+(?P<seconds>\d+(?:\.\d+)?) sec\s*$"
 )
 _START = re.compile(r"^\s*Start\s+\d+:\s+\S+\s*$")
-_SUMMARY = re.compile(r"^\d+% tests passed, (?P<failed>\d+) tests? failed out of (?P<total>\d+)\s*$")
+# CTest 3 always names the failed count; CTest 4 leaves it out when nothing failed
+# ("100% tests passed out of 47").
+_SUMMARY = re.compile(r"^\d+% tests passed(?:, (?P<failed>\d+) tests? failed)? out of (?P<total>\d+)\s*$")
 _WALL = re.compile(r"^Total Test time \(real\) =\s*(?P<seconds>\d+(?:\.\d+)?) sec\s*$")
 _NO_TESTS = "No tests were found!!!"
 
@@ -101,7 +103,7 @@ def parse(text: str, source: str = "ctest log") -> ParsedLog:
         if m:
             flush()
             collecting, output = None, []
-            summary = (int(m["failed"]), int(m["total"]))
+            summary = (int(m["failed"] or 0), int(m["total"]))
             continue
         m = _WALL.match(line)
         if m:

@@ -77,5 +77,18 @@ def test_no_tests_is_refused():
         ctest_log.parse("Test project /x\nNo tests were found!!!\n")
 
 
+def test_ctest_4_summary_without_a_failed_count_is_read():
+    # CTest 4.4.3 (the H200 host's) leaves out ", 0 tests failed" when every test passed.
+    log = ctest_log.parse("""Test project /tmp/w
+      Start 1: t-pass
+1/1 Test #1: t-pass ...........................   Passed    0.50 sec
+
+100% tests passed out of 1
+
+Total Test time (real) =   0.51 sec
+""")
+    assert log.results["t-pass"].status == ctest_log.PASSED
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

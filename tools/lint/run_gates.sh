@@ -133,6 +133,7 @@ exclude=(
   ':(exclude,glob)evidence/runs/**/logs/**'
   ':(exclude,glob)evidence/compat/**/logs/**'
   ':(exclude,glob)evidence/bench/**/logs/**'
+  ':(exclude,glob)evidence/ctest/**/ctest.log'
   ':(exclude,glob)tools/runner/testdata/**'
 )
 empty=$(git hash-object -t tree /dev/null)
