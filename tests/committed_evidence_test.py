@@ -39,9 +39,13 @@ def _sha(path: pathlib.Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _verified(path: pathlib.Path):
+def _policy_and_store():
     policy = policy_lib.load_policy(POLICY)
-    store = policy_lib.validate(policy, str(POLICY))
+    return policy, policy_lib.validate(policy, str(POLICY))
+
+
+def _verified(path: pathlib.Path):
+    policy, store = _policy_and_store()
     record = records.verify_record(dsse.envelope_from_json(path.read_bytes()), store, policy.supported_record_schema_versions)
     # Judged as of one hour after issue, so the test does not start failing when records age out.
     when = timestamps.parse_utc(record.issued_at) + dt.timedelta(hours=1)
@@ -139,8 +143,7 @@ def test_every_committed_run_is_audited():
 
 
 def _compat_verified(path: pathlib.Path):
-    policy = policy_lib.load_policy(POLICY)
-    store = policy_lib.validate(policy, str(POLICY))
+    policy, store = _policy_and_store()
     rec = records.verify_compatibility(dsse.envelope_from_json(path.read_bytes()), store)
     return policy, rec, timestamps.parse_utc(rec.issued_at) + dt.timedelta(hours=1)
 

@@ -61,6 +61,18 @@ def recipe_from_flags(kv_cache_types: Sequence[str], flash_attention: str, n_gpu
     )
 
 
+def _route(route_path, route_id: str, node_paths: Sequence[str], model_sha256: str,
+           recipe: runner_report_pb2.Recipe | None, model_shard_sha256: Sequence[str]) -> admission_pb2.RouteRequest:
+    """The route to decide: a RouteRequest file (its id overridden when one is given), else the nodes."""
+    if route_path:
+        route = load_route(route_path)
+        if route_id:
+            route.route_id = route_id
+        return route
+    return admission.route_from_nodes([load_node(p) for p in node_paths], model_sha256, route_id,
+                                      recipe, model_shard_sha256)
+
+
 def decide_from_files(
     policy_path: pathlib.Path | str,
     records_dir: pathlib.Path | str,
@@ -76,13 +88,7 @@ def decide_from_files(
     Raises a CertifyError for unusable input (policy, nodes, route, the records directory itself).
     """
     policy = policy_lib.load_policy(policy_path)
-    if route_path:
-        route = load_route(route_path)
-        if route_id:
-            route.route_id = route_id
-    else:
-        route = admission.route_from_nodes([load_node(p) for p in node_paths], model_sha256, route_id,
-                                           recipe, model_shard_sha256)
+    route = _route(route_path, route_id, node_paths, model_sha256, recipe, model_shard_sha256)
     certs, compats, problems = admission.load_records_dir(records_dir)
     decision = admission.decide(policy, certs, compats, route)
     decision.unusable_inputs.extend(problems)
@@ -105,13 +111,7 @@ def decide_from_repository(
     """(decision, route, view or None) from a record repository through a Tracker refresh; records
     in records_dir (a cache or copy) are screened like served ones (log, retired key, revocations)."""
     policy = policy_lib.load_policy(policy_path)
-    if route_path:
-        route = load_route(route_path)
-        if route_id:
-            route.route_id = route_id
-    else:
-        route = admission.route_from_nodes([load_node(p) for p in node_paths], model_sha256, route_id,
-                                           recipe, model_shard_sha256)
+    route = _route(route_path, route_id, node_paths, model_sha256, recipe, model_shard_sha256)
     root = safe_io.read_regular_file(bootstrap_root) if bootstrap_root else None
     tracker = tracker_lib.Tracker(tracker_state_dir, repository_url, bootstrap_root=root)
     extra, problems = [], []

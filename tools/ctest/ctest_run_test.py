@@ -194,5 +194,19 @@ def test_cli_exit_status_names_failures_and_bad_input(tmp_path):
     assert "manifest.json: missing; --bundle must be a CTest bundle" in unusable.stderr
 
 
+def test_tests_run_beside_the_lanes_runtime_loaded_backends(tmp_path):
+    """GGML_BACKEND_DL lanes: ggml looks for libggml-cpu-<variant>.so in the executable's directory,
+    so the test binaries are copied next to links to the lane's backend modules."""
+    bundle_bin, lane_bin = tmp_path / "bundle" / "bin", tmp_path / "lane" / "bin"
+    bundle_bin.mkdir(parents=True)
+    lane_bin.mkdir(parents=True)
+    (bundle_bin / "test-x").write_text("x")
+    (lane_bin / "libggml-cpu-zen4.so").write_text("module")
+    (lane_bin / "llama-bench").write_text("not a backend")
+    out = ctest_run._test_bin_dir(bundle_bin, lane_bin, tmp_path / "work" / "bin")
+    assert sorted(p.name for p in out.iterdir()) == ["libggml-cpu-zen4.so", "test-x"]
+    assert not (out / "test-x").is_symlink() and (out / "libggml-cpu-zen4.so").resolve() == lane_bin / "libggml-cpu-zen4.so"
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

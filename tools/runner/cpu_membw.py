@@ -25,7 +25,8 @@ def main() -> int:
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     libc.memchr.restype = ctypes.c_void_p
     libc.memchr.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
-    buf = ctypes.create_string_buffer(b"\x02" * BUFFER_BYTES, BUFFER_BYTES)  # every page written
+    buf = ctypes.create_string_buffer(BUFFER_BYTES)
+    ctypes.memset(buf, 2, BUFFER_BYTES)  # every page written, with a byte memchr is not looking for
     base = ctypes.addressof(buf)
     bounds = [BUFFER_BYTES * i // threads for i in range(threads + 1)]
     found = []

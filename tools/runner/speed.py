@@ -346,17 +346,8 @@ def _roofline(logs_dir, cfg, backend, m, counts, problems, summary) -> str:
         problems.append(f"roofline tg x{rs if rs is not None else 'absent'} vs the CPU lane, below the relative floor "
                         f"x{m['floor_roofline_speedup_tg']:g}")
     override = fnum_cfg(cfg, "hbm_bandwidth_gbs_override")
-    membw = logs_dir / "speed.membw.json"
-    if override > 0:
-        bw = override
-    elif membw.is_file():
-        try:
-            bw = parse_membw(log_blocks.read(membw))
-        except (ValueError, KeyError, TypeError) as err:
-            problems.append(f"speed.membw.json unreadable: {err}")
-            return summary
-    else:
-        problems.append("device memory bandwidth not measured (no speed.membw.json)")
+    bw = override if override > 0 else _membw_gbs(logs_dir, problems, "device memory")
+    if bw is None:
         return summary
     m["hbm_bandwidth_gbs"] = bw
     m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * device / (bw * 1e9)
@@ -368,10 +359,11 @@ def _roofline(logs_dir, cfg, backend, m, counts, problems, summary) -> str:
     return summary
 
 
-def _membw_gbs(logs_dir: pathlib.Path, problems: list[str]) -> float | None:
+def _membw_gbs(logs_dir: pathlib.Path, problems: list[str], what: str) -> float | None:
+    """GB/s from speed.membw.json, or None with the reason added to problems."""
     membw = logs_dir / "speed.membw.json"
     if not membw.is_file():
-        problems.append("memory bandwidth not measured (no speed.membw.json)")
+        problems.append(f"{what} bandwidth not measured (no speed.membw.json)")
         return None
     try:
         return parse_membw(log_blocks.read(membw))
@@ -408,7 +400,7 @@ def _cpu_roofline(logs_dir, cfg, m, counts, problems, summary) -> str:
     if weights <= 0:
         problems.append(f"roofline bench log: no model buffer lines ({lines})")
         return summary
-    bw = _membw_gbs(logs_dir, problems)
+    bw = _membw_gbs(logs_dir, problems, "host memory")
     if bw is None:
         return summary
     m["host_bandwidth_gbs"] = bw
