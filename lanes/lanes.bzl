@@ -274,6 +274,9 @@ def _ctest(backend, rpc, backend_dl = False):
         # (upstream's "python" label: test-jinja-py). "model" tests get the embedded tiny model
         # through LLAMACPP_TEST_MODELFILE (without it they print a warning and exit 0).
         "labels": ["main", "model"],
+        # Where the suite gates: accelerator lanes' certification runs it on their hardware (the
+        # runner's upstream_ctest step); the CPU lane's gates every change in CI (//tests:cpu_ctest_test).
+        "in_certification": backend != "cpu",
         # Upstream tests that exercise the backend, run by another certification step instead.
         "covered_elsewhere": {} if backend == "cpu" else {
             "test-backend-ops": "built but not a CTest test at the pinned commit; the runner's fixture_parity step runs it on the device against the CPU backend",

@@ -26,6 +26,8 @@ LANE_DIR = ROOT / "lanes" / "cpu"
 EVIDENCE = ROOT / "lanes" / "cpu.evidence.pb"
 MODEL = ROOT / "tools" / "model" / "tiny_llama_f32.gguf"
 SPEC = ROOT / "lanes" / "spec.json"
+# llama.cpp's own CTest suite over the lane (//lanes:cpu_ctest): the upstream_ctest step runs it too.
+CTEST_BUNDLE = ROOT / "lanes" / "cpu_ctest"
 CR = runner_report_pb2.CheckResult
 
 
@@ -37,7 +39,7 @@ def _config(out: pathlib.Path, lane_dir: pathlib.Path = LANE_DIR, **over) -> Run
 @pytest.fixture(scope="module")
 def certified(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("certify")
-    report = runner.run(_config(tmp / "run"))
+    report = runner.run(_config(tmp / "run", ctest_bundle=CTEST_BUNDLE))
     key = keys.generate("itest", tmp / "keys")
     policy = tmp / "policy.json"
     policy_edit.update_policy_file(policy, policy_id="itest", public_key=key.public_raw.read_bytes(), valid_days=30,
@@ -54,6 +56,9 @@ def test_every_check_passes_with_real_figures(certified):
     assert bad == [] and report.pass_recordable and report.status == report.PASS
     checks = {c.name: c for c in report.checks}
     assert [c.name for c in report.checks] == list(CHECKS)
+    ctest = checks["upstream_ctest"].counts
+    assert ctest["tests_passed"] > 0 and ctest["tests_failed"] == ctest["tests_skipped"] == ctest["tests_not_run"] == 0
+    assert ctest["tests_registered"] == ctest["tests_passed"] + ctest["tests_excluded"]
     fixture = checks["fixture_parity"].counts
     assert fixture["tests_evaluated"] > 0 and fixture["tests_failed"] == 0 and fixture["ops_uncovered"] == 0
     oracle = checks["op_oracle"]

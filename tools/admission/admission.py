@@ -320,7 +320,7 @@ def record_refusals(
     if why:
         out.append(f"{SCOPE_RECIPE_MISMATCH}: {where}: {why}")
     statuses = {c.name: c.status for c in rec.checks}
-    for name in policy.required_checks:
+    for name in policy_lib.required_checks_for(policy, node.lane_id):
         if name not in statuses:
             out.append(f"{REQUIRED_CHECK_MISSING}: {where}: policy requires check {name!r}, the record has none; rerun the runner with it")
         elif statuses[name] != _PASS:

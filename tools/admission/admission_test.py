@@ -178,6 +178,34 @@ def test_required_check_not_pass(policy, key):
     assert_refused(decide(stricter, [signed(report, key)], [sample_reports.node_for(report)]), "required-check-failed")
 
 
+def test_lane_required_check_applies_to_its_lane_only(policy, key):
+    report = sample_reports.make_report()  # a CPU record without upstream_ctest
+    node = sample_reports.node_for(report)
+    for_gpu = policy_lib.policy_from_json(policy_lib.policy_to_json(policy))
+    for_gpu.lane_required_checks.add(lane_id=GPU, check="upstream_ctest")
+    assert decide(for_gpu, [signed(report, key)], [node]).routable
+    for_this = policy_lib.policy_from_json(policy_lib.policy_to_json(policy))
+    for_this.lane_required_checks.add(lane_id=report.lane_id, check="upstream_ctest")
+    decision = decide(for_this, [signed(report, key)], [node])
+    assert_refused(decision, "required-check-missing")
+    assert "policy requires check 'upstream_ctest'" in " ".join(decision.reasons)
+    every = policy_lib.policy_from_json(policy_lib.policy_to_json(policy))
+    every.lane_required_checks.add(lane_id="*", check="cancellation")  # SKIPPED in the sample record
+    assert_refused(decide(every, [signed(report, key)], [node]), "required-check-failed")
+
+
+def test_a_lane_required_check_listed_twice_is_refused(policy):
+    twice = policy_lib.policy_from_json(policy_lib.policy_to_json(policy))
+    twice.lane_required_checks.add(lane_id=GPU, check="upstream_ctest")
+    twice.lane_required_checks.add(lane_id=GPU, check="upstream_ctest")
+    with pytest.raises(policy_lib.PolicyError, match="lane required check 'upstream_ctest' for lane .* listed twice"):
+        policy_lib.policy_from_json(policy_lib.policy_to_json(twice))
+    empty = policy_lib.policy_from_json(policy_lib.policy_to_json(policy))
+    empty.lane_required_checks.add(lane_id=GPU)
+    with pytest.raises(policy_lib.PolicyError, match="needs lane_id .* and check"):
+        policy_lib.validate(empty)
+
+
 def test_speed_floor(policy, key):
     slow = sample_reports.make_report(tg_tokens_per_s=3.0)
     assert_refused(decide(policy, [signed(slow, key)], [sample_reports.node_for(slow)]), "speed-floor")

@@ -60,6 +60,18 @@ def set_required_checks(policy: admission_pb2.AdmissionPolicy, names: Iterable[s
     policy.required_checks.extend(dict.fromkeys(names))
 
 
+def add_lane_required_check(policy: admission_pb2.AdmissionPolicy, lane_id: str, check: str) -> None:
+    if not any((r.lane_id, r.check) == (lane_id, check) for r in policy.lane_required_checks):
+        policy.lane_required_checks.add(lane_id=lane_id, check=check)
+
+
+def parse_lane_check(text: str) -> tuple[str, str]:
+    lane, sep, check = text.rpartition(":")
+    if not (sep and lane and check):
+        raise PolicyError(f"--lane_required_check {text!r}: write LANE:CHECK, e.g. 'linux-x86_64-cuda:upstream_ctest'")
+    return lane, check
+
+
 def set_speed_floor(policy: admission_pb2.AdmissionPolicy, lane_id: str, metric: str, min_value: float) -> None:
     kept = [f for f in policy.speed_floors if (f.lane_id, f.metric) != (lane_id, metric)]
     del policy.speed_floors[:]
@@ -101,6 +113,7 @@ def update_policy_file(
     supported_record_schema_versions: Iterable[int] | None = None,
     remove_keyids: Iterable[str] = (),
     compatibility_bounds: tuple[float, float, float, float] | None = None,
+    lane_required_checks: Iterable[tuple[str, str]] = (),
 ) -> admission_pb2.AdmissionPolicy:
     """Loads `path` (or starts a new policy), applies the changes, validates and writes it back."""
     path = pathlib.Path(path)
@@ -118,6 +131,8 @@ def update_policy_file(
         add_trusted_key(policy, public_key, start, not_after or start + dt.timedelta(days=valid_days), owner)
     if required_checks is not None:
         set_required_checks(policy, required_checks)
+    for lane, check in lane_required_checks:
+        add_lane_required_check(policy, lane, check)
     for lane, metric, value in speed_floors:
         set_speed_floor(policy, lane, metric, value)
     for lane, metric, value in metric_ceilings:

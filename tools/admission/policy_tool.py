@@ -30,6 +30,8 @@ flags.DEFINE_string("not_before", "", "Key valid from (RFC 3339 UTC); default no
 flags.DEFINE_string("not_after", "", "Key valid until (RFC 3339 UTC); default not_before + --valid_days.")
 flags.DEFINE_integer("valid_days", 365, "Key validity when --not_after is not given.")
 flags.DEFINE_multi_string("required_check", [], "Check that must be PASS in a record (replaces the list if given).")
+flags.DEFINE_multi_string("lane_required_check", [], "LANE:CHECK that must also be PASS in that lane's records "
+                          "(e.g. linux-x86_64-cuda:upstream_ctest); added to the policy's lane list.")
 flags.DEFINE_multi_string("speed_floor", [], "LANE:METRIC:MIN, LANE '*' for every lane (replaces same lane+metric).")
 flags.DEFINE_multi_string("metric_ceiling", [], "LANE:METRIC:MAX, e.g. '*:cancellation.stream_task_seconds:5' "
                           "(replaces same lane+metric; the runner uses it as the check's bound).")
@@ -69,6 +71,7 @@ def _run_from_flags() -> admission_pb2.AdmissionPolicy:
         supported_record_schema_versions=FLAGS.supported_record_schema_version or None,
         remove_keyids=FLAGS.remove_key,
         compatibility_bounds=_bounds(FLAGS.compatibility_bounds),
+        lane_required_checks=[policy_edit.parse_lane_check(s) for s in FLAGS.lane_required_check],
     )
 
 

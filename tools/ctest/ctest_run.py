@@ -18,7 +18,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import IO, Any
 
 from google.protobuf import json_format
 
@@ -35,6 +36,15 @@ _STATUS = {
     ctest_log.SKIPPED: pb.CTestReport.SKIPPED,
     ctest_log.NOT_RUN: pb.CTestReport.NOT_RUN,
 }
+
+
+# Starts ctest and waits for it: (argv, env, cwd, log file) -> exit status. The runner passes one
+# that tracks the process (its cleanup check proves nothing outlived the step).
+Launch = Callable[[list[str], dict[str, str], pathlib.Path, IO[bytes]], int]
+
+
+def _launch_plain(argv: list[str], env: dict[str, str], cwd: pathlib.Path, log: IO[bytes]) -> int:
+    return subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, check=False).returncode
 
 
 class RunError(Exception):
@@ -114,7 +124,7 @@ def _test_bin_dir(bundle_bin: pathlib.Path, lane_bin: pathlib.Path, dest: pathli
     return dest
 
 
-def run(opts: Options) -> pb.CTestReport:
+def run(opts: Options, launch: Launch = _launch_plain) -> pb.CTestReport:
     """Runs the bundle's suite and writes log, report .pb and .json into opts.out."""
     manifest = bundle_lib.load_manifest(opts.bundle)
     lib = opts.lane_dir / "lib"
@@ -150,8 +160,8 @@ def run(opts: Options) -> pb.CTestReport:
         if opts.model is not None:
             env["LLAMACPP_TEST_MODELFILE"] = str(opts.model.resolve())
         started = time.time()
-        with open(log_path, "w") as log:
-            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work, check=False)
+        with open(log_path, "wb") as log:
+            exit_code = launch(cmd, env, work, log)
         finished = time.time()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -165,14 +175,14 @@ def run(opts: Options) -> pb.CTestReport:
     report.ctest_version = version
     # The command as one would retype it: the work directory is a temporary one.
     report.command.extend([c if c != str(work) else "<work dir>" for c in cmd])
-    report.ctest_exit_code = proc.returncode
+    report.ctest_exit_code = exit_code
     report.log_path = opts.log_name
     report.log_sha256 = sha256_file(log_path)
     report.model_sha256 = sha256_file(opts.model) if opts.model else ""
     report.started, report.finished = _utc(started), _utc(finished)
-    if report.passed and proc.returncode != 0:
+    if report.passed and exit_code != 0:
         report.passed = False
-        report.problems.append(f"ctest exited {proc.returncode} although every result line passed; see {opts.log_name}")
+        report.problems.append(f"ctest exited {exit_code} although every result line passed; see {opts.log_name}")
     write(report, opts.out / opts.report_pb, opts.out / opts.report_json)
     return report
 

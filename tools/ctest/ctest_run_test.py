@@ -11,69 +11,9 @@ import pytest
 
 from proto import ctest_report_pb2 as pb
 from tools.ctest import bundle, ctest_run
+from tools.ctest.fake_bundle import BUILD, SCRIPTS, SPEC, SRC, lane_dir, make_bundle
 
 pytestmark = pytest.mark.skipif(shutil.which("ctest") is None, reason="needs CMake's ctest")
-
-SRC, BUILD = "/fake/exec/external/llama_cpp/src", "/tmp/cmake-x/build"
-# What CMake writes for tests/CMakeLists.txt, with the build action's absolute paths.
-CTEST_FILE = f"""# CMake generated Testfile for
-# Source directory: {SRC}/tests
-# Build directory: {BUILD}/tests
-#
-add_test([=[test-tok-llama]=] "{BUILD}/bin/test-tok" "{SRC}/models/vocab-llama.gguf")
-set_tests_properties([=[test-tok-llama]=] PROPERTIES  LABELS "main" WORKING_DIRECTORY "." _BACKTRACE_TRIPLES "x;1;y")
-add_test([=[test-chat]=] "{BUILD}/bin/test-chat")
-set_tests_properties([=[test-chat]=] PROPERTIES  LABELS "main" WORKING_DIRECTORY "{SRC}")
-add_test([=[test-gen]=] "{BUILD}/bin/test-gen" "-o" "{BUILD}/tests/test-models/")
-set_tests_properties([=[test-gen]=] PROPERTIES  LABELS "main" WORKING_DIRECTORY ".")
-add_test([=[test-autorelease]=] "{BUILD}/bin/test-autorelease")
-set_tests_properties([=[test-autorelease]=] PROPERTIES  LABELS "model" WORKING_DIRECTORY ".")
-add_test([=[test-download]=] "/bin/sh" "-DDEST={BUILD}/tinyllamas/x.gguf" "-P" "{SRC}/cmake/download.cmake")
-"""
-SCRIPTS = {
-    # Relocation: the vocabulary and its companion file are found in the bundle.
-    "test-tok": 'test -f "$1" && test -f "$1.inp" && echo "tokenized $1"',
-    # Runs in the source root and reads a template by relative path.
-    "test-chat": 'test -f models/templates/a.jinja && echo chat ok',
-    # Writes into the build tree (a directory configure made).
-    "test-gen": 'test -d "$2" && touch "$2/m.gguf"',
-    # Upstream's model tests: a warning and exit 0 without a model.
-    "test-autorelease": 'if [ -z "$LLAMACPP_TEST_MODELFILE" ]; then echo "WARNING: No model file provided. Skipping this test."; exit 0; fi; test -f "$LLAMACPP_TEST_MODELFILE"',
-}
-SPEC = {
-    "test_dirs": ["tests"],
-    "excluded": {"test-download": "network: downloads a model"},
-    "labels": ["main", "model"],
-    "source_data": ["models/templates"],
-    "covered_elsewhere": {"test-backend-ops": "fixture_parity runs it"},
-}
-
-
-def make_bundle(tmp: pathlib.Path, scripts: dict[str, str] = SCRIPTS, spec: dict = SPEC) -> pathlib.Path:
-    tree = tmp / "stage"
-    (tree / "tests").mkdir(parents=True)
-    (tree / "tests" / "CTestTestfile.cmake").write_text(CTEST_FILE)
-    binaries = []
-    for name, body in scripts.items():
-        path = tmp / "built" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("#!/bin/sh\n" + body + "\n")
-        path.chmod(0o755)
-        binaries.append(path)
-    src = tmp / "src"
-    (src / "models" / "templates").mkdir(parents=True)
-    for rel in ["models/vocab-llama.gguf", "models/vocab-llama.gguf.inp", "models/templates/a.jinja", "models/unused.gguf"]:
-        (src / rel).write_text(rel)
-    out = tmp / "bundle"
-    bundle.make("linux-x86_64-fake", spec, tree, binaries, src, out)
-    return out
-
-
-def lane_dir(tmp: pathlib.Path) -> pathlib.Path:
-    lane = tmp / "lane"
-    (lane / "lib").mkdir(parents=True)
-    (lane / "lib" / "libllama.so.0").write_text("")
-    return lane
 
 
 def run(tmp: pathlib.Path, b: pathlib.Path, model: bool = True) -> pb.CTestReport:

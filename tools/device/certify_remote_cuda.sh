@@ -16,37 +16,26 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-remote.XXXXXX)
 mkdir -p "$out"
 
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$carry"/wheels/*.whl
-export PYTHONPATH="$work/site:$carry/py:$repo"
-export NCCL_NVLS_ENABLE=0
+# shellcheck source=tools/device/remote_setup.sh
+source "$repo/tools/device/remote_setup.sh"
+lanes_remote_python
 
-mkdir -p "$work/lanes" "$work/models"
+mkdir -p "$work/lanes"
 tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes"
 tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
-
-# The embedded model, regenerated from the pinned vocab: it must be byte-identical to the one
-# //tools/model:tiny_llama_f32 builds.
-python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/tiny_llama_f32.gguf"
-echo "$(cat "$carry/tiny_llama_f32.sha256")  $work/models/tiny_llama_f32.gguf" | sha256sum -c -
-# A synthetic model large enough to be memory-bandwidth bound (2.0 B parameters, F16, ~4 GB).
-python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/roofline_f16.gguf" \
-  --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
-
-# cudart/cuBLAS come from the host's CUDA install (the lane ships neither); where the loader does
-# not find them by default, point it at the toolkit. The runner records what was really loaded.
-if ldd "$work/lanes/cuda/lib/libggml-cuda.so.0" | grep -q "not found"; then
-  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}${CUDA_HOME:-/usr/local/cuda}/lib64"
-fi
+lanes_remote_ctest_bundle "$carry" cuda "$work/lanes"
+lanes_remote_models
 # Host facts (nvidia-smi, resolved CUDA libraries, LD_LIBRARY_PATH, toolkit version.json, python)
 # and the bandwidth ceiling (tools/runner/cuda/membw.cu, compiled with this host's nvcc) are taken
 # by the runner itself, inside its preflight and speed steps, so that they are digested with the run.
-export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
+lanes_remote_cuda_libs "$work/lanes/cuda"
 
 runner_args=(--lane=linux-x86_64-cuda
   --lane_dir="$work/lanes/cuda" --evidence="$work/lanes/cuda.evidence.pb"
   --cpu_lane_dir="$work/lanes/cpu" --spec="$carry/spec.json"
-  --model="$work/models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf
-  --roofline_model="$work/models/roofline_f16.gguf" --policy="$repo/evidence/policy.json")
+  --ctest_bundle="$work/lanes/cuda_ctest"
+  --model="$models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf
+  --roofline_model="$models/roofline_f16.gguf" --policy="$repo/evidence/policy.json")
 
 gpu_state() {  # GPU memory in use and every process of either lane still alive
   echo "# $1 $(date -u +%FT%TZ)"

@@ -29,13 +29,15 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-remote-vk.XXXXXX)
 mkdir -p "$out"
 
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$carry"/wheels/*.whl
-export PYTHONPATH="$work/site:$carry/py:$repo"
+# shellcheck source=tools/device/remote_setup.sh
+source "$repo/tools/device/remote_setup.sh"
+lanes_remote_python
 
-mkdir -p "$work/lanes" "$work/models" "$work/vkroot"
+mkdir -p "$work/lanes" "$work/vkroot"
 tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes"
 tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
 tar -xJf "$vcarry/vulkan_lane.tar.xz" -C "$work/lanes"
+if [ -z "${VULKAN_REPORT:-}" ]; then lanes_remote_ctest_bundle "$vcarry" vulkan "$work/lanes"; fi
 for deb in "$vcarry"/debs/*.deb; do dpkg-deb -x "$deb" "$work/vkroot"; done
 # NVIDIA's Vulkan ICD (libGLX_nvidia) exports vkCreateInstance only with the GL vendor-neutral
 # dispatch (glvnd) installed: the device host's recipe unpacks those Debian packages into / (as
@@ -69,15 +71,8 @@ echo "Vulkan ICD manifest: $icd"; cat "$icd"
 export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
 export LD_LIBRARY_PATH="$loader_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ls /usr/local/nvidia/lib64 2>/dev/null | grep -i "glx_nvidia\|vulkan" | head -5 || true
-export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
-if ldd "$work/lanes/cuda/lib/libggml-cuda.so.0" | grep -q "not found"; then
-  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:${CUDA_HOME:-/usr/local/cuda}/lib64"
-fi
-
-python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/tiny_llama_f32.gguf"
-echo "$(cat "$carry/tiny_llama_f32.sha256")  $work/models/tiny_llama_f32.gguf" | sha256sum -c -
-python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/roofline_f16.gguf" \
-  --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
+lanes_remote_cuda_libs "$work/lanes/cuda"
+lanes_remote_models
 
 set +e
 if [ -n "${VULKAN_REPORT:-}" ]; then
@@ -92,8 +87,9 @@ done
 python3 -m tools.runner.runner ${RUNNER_EXTRA:-} --timeout_s="${RUNNER_TIMEOUT_S:-900}" --lane=linux-x86_64-vulkan \
   --lane_dir="$work/lanes/vulkan" --evidence="$work/lanes/vulkan.evidence.pb" \
   --cpu_lane_dir="$work/lanes/cpu" --peer_lane_dir="$work/lanes/cuda" --peer_backend=cuda --spec="$carry/spec.json" \
-  --model="$work/models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf \
-  --roofline_model="$work/models/roofline_f16.gguf" --policy="$repo/evidence/policy.json" \
+  --ctest_bundle="$work/lanes/vulkan_ctest" \
+  --model="$models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf \
+  --roofline_model="$models/roofline_f16.gguf" --policy="$repo/evidence/policy.json" \
   --out_dir="$work/run" --report="$work/run/runner_report.pb" 2>&1 | tee "$out/runner.txt"
 status=${PIPESTATUS[0]}
 tar -cJf "$out/run.tar.xz" -C "$work" run
@@ -128,7 +124,7 @@ unset GGML_VK_VISIBLE_DEVICES
 python3 -m tools.compat.rpc_route_cli \
   --lane="linux-x86_64-cuda:$work/lanes/cuda:CUDA0:$cuda_report" \
   --lane="linux-x86_64-vulkan:$work/lanes/vulkan:$vk_dev:$work/run/runner_report.pb" \
-  --client=linux-x86_64-cuda --cpu_lane_dir="$work/lanes/cpu" --model="$work/models/tiny_llama_f32.gguf" \
+  --client=linux-x86_64-cuda --cpu_lane_dir="$work/lanes/cpu" --model="$models/tiny_llama_f32.gguf" \
   --spec="$carry/spec.json" --out_dir="$work/compat" 2>&1 | tee "$out/compat.txt"
 compat_status=${PIPESTATUS[0]}
 set -e

@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # Packs what certify_remote_cuda.sh needs into .devcarry/ (git-ignored): the Bazel-built CUDA and
-# CPU lanes with their evidence, the lane spec, generated protobuf modules, the pinned vocab and
-# the embedded model's digest, and wheels for the remote Python (3.12) that it lacks.
+# CPU lanes with their evidence, the CUDA lane's llama.cpp CTest bundle (the runner's
+# upstream_ctest step), the lane spec, generated protobuf modules, the pinned vocab and the
+# embedded model's digest, and wheels for the remote Python (3.12) that it lacks.
+#   usage: tools/device/pack.sh   (after bazel build //lanes:cuda //lanes:cuda_ctest //lanes:cpu //proto:all //tools/model:tiny_llama_f32)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 carry=.devcarry
 rm -rf "$carry"; mkdir -p "$carry/py/proto" "$carry/wheels"
-tar -cJf "$carry/cuda_lane.tar.xz" -C bazel-bin/lanes cuda cuda.evidence.pb cuda.evidence.json
-tar -cJf "$carry/cpu_lane.tar.xz" -C bazel-bin/lanes cpu cpu.evidence.pb cpu.evidence.json
+# xz's largest dictionary: the test executables of a CTest bundle share most of their bytes.
+export XZ_OPT=-9
+# shellcheck source=tools/device/lane_tar.sh
+source tools/device/lane_tar.sh
+lane_tar cuda "$carry/cuda_lane.tar.xz"
+lane_tar cpu "$carry/cpu_lane.tar.xz"
+tar -cJf "$carry/cuda_ctest.tar.xz" -C bazel-bin/lanes cuda_ctest
 cp bazel-bin/lanes/spec.json "$carry/"
 cp bazel-bin/proto/*_pb2.py "$carry/py/proto/"
 cp "$(bazel info output_base 2>/dev/null)/external/llama_cpp/src/models/ggml-vocab-llama-spm.gguf" "$carry/"
 sha256sum bazel-bin/tools/model/tiny_llama_f32.gguf | cut -d' ' -f1 > "$carry/tiny_llama_f32.sha256"
-for req in protobuf==7.36.2 gguf==0.19.0; do
+for req in protobuf==7.36.2 gguf==0.19.0 absl-py==2.5.1; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$carry/wheels" "$req"
 done

@@ -7,7 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 carry=.devcarry-vulkan
 rm -rf "$carry"; mkdir -p "$carry/debs"
-tar -cJf "$carry/vulkan_lane.tar.xz" -C bazel-bin/lanes vulkan vulkan.evidence.pb vulkan.evidence.json
+export XZ_OPT=-9
+# shellcheck source=tools/device/lane_tar.sh
+source tools/device/lane_tar.sh
+lane_tar vulkan "$carry/vulkan_lane.tar.xz"
+# The Vulkan lane's llama.cpp CTest bundle, for the runner's upstream_ctest step.
+tar -cJf "$carry/vulkan_ctest.tar.xz" -C bazel-bin/lanes vulkan_ctest
 # The loader .deb exactly as the SDK lock pins it (version and sha256), through the host's apt.
 read -r _ version arch sha < <(grep '^libvulkan1 ' toolchains/vulkan/vulkan_sdk_lock.txt)
 (cd "$carry/debs" && apt-get download -q "libvulkan1=$version" >/dev/null)

@@ -49,6 +49,7 @@ class JobOptions:
     lane_dir: str = ""
     evidence: str = ""
     cpu_lane_dir: str = ""
+    ctest_bundle: str = ""
     model: str = EMBEDDED_MODEL
     model_store: str = ""
     workspace: str = "."
@@ -93,13 +94,19 @@ def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> bool:
     keyid = dsse.keyid_for(dsse.raw_public_key(keys.public_key_from_bytes(raw)))
     if policy_path.exists() and any(k.keyid == keyid for k in policy_lib.load_policy(policy_path).trusted_keys):
         return False
+    fresh = not policy_path.exists()
+    # A new policy requires every check; llama.cpp's CTest suite of the lanes whose certification
+    # runs it (the CPU lane's gates in CI instead).
+    in_certification = sorted(lane_id for lane_id, lane in build_evidence.load_json(SPEC)["lanes"].items()
+                              if lane.get("ctest", {}).get("in_certification")) if fresh else []
     policy_edit.update_policy_file(
         policy_path,
         policy_id="lanes-default",
         public_key=raw,
         owner=f"{getpass.getuser()}@{socket.gethostname()}",
         valid_days=365,
-        required_checks=None if policy_path.exists() else list(CHECKS),
+        required_checks=[c for c in CHECKS if c != "upstream_ctest"] if fresh else None,
+        lane_required_checks=[(lane_id, "upstream_ctest") for lane_id in in_certification],
         max_record_age_days=None if policy_path.exists() else 90,
         supported_record_schema_versions=None if policy_path.exists() else [1],
     )
@@ -218,6 +225,18 @@ def _upstream_build(workspace: pathlib.Path, alias: str) -> pathlib.Path | None:
     return None
 
 
+def _ctest_bundle(workspace: pathlib.Path, spec: dict, lane_id: str, alias: str, given: str) -> pathlib.Path | None:
+    """The lane's llama.cpp CTest bundle for the runner's upstream_ctest step: --ctest_bundle, else
+    bazel-bin/lanes/<alias>_ctest where the lane spec runs the suite in certification (built on
+    request like the lane's other heavy targets; without it that step fails and says how to build it)."""
+    if given:
+        return pathlib.Path(given).resolve()
+    if not spec["lanes"][lane_id].get("ctest", {}).get("in_certification"):
+        return None
+    built = workspace / "bazel-bin" / "lanes" / f"{alias}_ctest"
+    return built if (built / "manifest.json").is_file() else None
+
+
 def _run_and_sign(opts: JobOptions, staging, lane_id, alias, lane_dir, evidence, cpu_lane, workspace, spec,
                   policy_path, runs, records_dir) -> int:
     model, source = resolve_model(opts.model, opts.model_store)
@@ -228,6 +247,7 @@ def _run_and_sign(opts: JobOptions, staging, lane_id, alias, lane_dir, evidence,
         kv_types=tuple(opts.kv_types),
         roofline_model=pathlib.Path(CPU_ROOFLINE_MODEL).resolve() if alias == "cpu" else None,
         upstream_dir=_upstream_build(workspace, alias),
+        ctest_bundle=_ctest_bundle(workspace, spec, lane_id, alias, opts.ctest_bundle),
     )
     if policy_path.exists():  # floors, speed-up ratios and bounds, as admission will apply them
         runner.apply_policy(config, policy_path, lane_id)

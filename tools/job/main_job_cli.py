@@ -16,6 +16,8 @@ flags.DEFINE_string("lane", _DEFAULTS.lane, "Lane alias or id.")
 flags.DEFINE_string("lane_dir", "", "Lane directory (bin/, lib/); default: the lane Bazel built for this job.")
 flags.DEFINE_string("evidence", "", "The lane's <alias>.evidence.pb; default: beside the Bazel-built lane.")
 flags.DEFINE_string("cpu_lane_dir", "", "CPU lane for accelerator parity and speed-up; default: the Bazel-built one.")
+flags.DEFINE_string("ctest_bundle", "", "The lane's llama.cpp CTest bundle for the runner's upstream_ctest step; default, where "
+                    "the lane spec runs the suite in certification: bazel-bin/lanes/<alias>_ctest (bazel build //lanes:<alias>_ctest).")
 flags.DEFINE_string("model", main_job.EMBEDDED_MODEL, "GGUF to certify: the embedded model (default), or a model in the "
                     "model store (a path relative to it; for GGUF splits name any split). Never from /home.")
 flags.DEFINE_string("model_store", os.environ.get(model_store.ENV_VAR, ""),
@@ -37,6 +39,7 @@ def main(argv: list[str]) -> int:
     del argv
     return main_job.main(main_job.JobOptions(
         lane=FLAGS.lane, lane_dir=FLAGS.lane_dir, evidence=FLAGS.evidence, cpu_lane_dir=FLAGS.cpu_lane_dir,
+        ctest_bundle=FLAGS.ctest_bundle,
         model=FLAGS.model, model_store=FLAGS.model_store, workspace=FLAGS.workspace, publish=FLAGS.publish,
         policy=FLAGS.policy, records=FLAGS.records, runs=FLAGS.runs, key=FLAGS.key,
         validity_days=FLAGS.validity_days, kv_types=tuple(FLAGS.kv_types), remote_run=FLAGS.remote_run,

@@ -61,10 +61,23 @@ def validate(policy: admission_pb2.AdmissionPolicy, source: str = "policy") -> t
             raise PolicyError(f"{source}: metric ceiling for lane {c.lane_id!r} metric {c.metric!r} listed twice; "
                               "keep one (order must not decide)")
         seen.add((c.lane_id, c.metric))
+    pairs: set[tuple[str, str]] = set()
+    for r in policy.lane_required_checks:
+        if not r.lane_id or not r.check:
+            raise PolicyError(f"{source}: lane required check {r} needs lane_id ('*' for all) and check")
+        if (r.lane_id, r.check) in pairs:
+            raise PolicyError(f"{source}: lane required check {r.check!r} for lane {r.lane_id!r} listed twice; keep one")
+        pairs.add((r.lane_id, r.check))
     try:
         return trust.TrustStore.from_trusted_keys(policy.trusted_keys)
     except PolicyError as err:
         raise PolicyError(f"{source}: {err}") from err
+
+
+def required_checks_for(policy: admission_pb2.AdmissionPolicy, lane_id: str) -> list[str]:
+    """Every check a record of lane_id must have PASS: the policy's own list, then the lane's."""
+    extra = [r.check for r in policy.lane_required_checks if r.lane_id in ("*", lane_id)]
+    return list(dict.fromkeys([*policy.required_checks, *extra]))
 
 
 def canonical_json(policy: admission_pb2.AdmissionPolicy) -> str:

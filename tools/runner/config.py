@@ -14,6 +14,8 @@ CHECKS = (
     "artifact_integrity",
     "fixture_parity",
     "op_oracle",
+    # llama.cpp's own CTest suite over the lane's build (lanes whose spec asks for it).
+    "upstream_ctest",
     "reference_parity",
     "graph_smoke",
     "concurrency",
@@ -84,11 +86,20 @@ class RunnerConfig:
     # the speed step for the lane/upstream ratio, which a policy speed floor may bound
     # (speed.upstream_ratio_pp / speed.upstream_ratio_tg).
     upstream_dir: pathlib.Path | None = None
+    # upstream_ctest: the lane's CTest bundle (//lanes:<alias>_ctest), the ctest executable, its -j
+    # (0: half the host's cores, at most 8) and a bound on the whole suite, seconds.
+    ctest_bundle: pathlib.Path | None = None
+    ctest: str = "ctest"
+    ctest_jobs: int = 0
+    ctest_timeout_s: float = 1800.0
+
+    def resolved_ctest_jobs(self) -> int:
+        return self.ctest_jobs if self.ctest_jobs > 0 else max(1, min(8, (os.cpu_count() or 2) // 2))
 
     def normalized(self) -> "RunnerConfig":
         """Paths made absolute (binaries run with other working directories)."""
         c = dataclasses.replace(self)
-        for name in ("lane_dir", "evidence", "spec", "model", "out_dir", "report", "cpu_lane_dir", "roofline_model", "peer_lane_dir", "upstream_dir"):
+        for name in ("lane_dir", "evidence", "spec", "model", "out_dir", "report", "cpu_lane_dir", "roofline_model", "peer_lane_dir", "upstream_dir", "ctest_bundle"):
             value = getattr(c, name)
             if value is not None:
                 setattr(c, name, pathlib.Path(os.path.abspath(value)))

@@ -30,6 +30,9 @@ class Lane:
     # CPU lanes built with ggml's runtime-selected variants (GGML_BACKEND_DL): the variants the
     # lane ships; the one ggml loads on a host is that host's compute_capability.
     cpu_variants: tuple[str, ...] = ()
+    # Whether the lane's certification runs llama.cpp's CTest suite (the runner's upstream_ctest
+    # step); false where it gates in CI instead (the CPU lane).
+    ctest_in_certification: bool = False
 
     @property
     def is_accelerator(self) -> bool:
@@ -63,4 +66,5 @@ def load_lane(spec_path: pathlib.Path, name: str) -> Lane:
         fixture_ops=tuple(v.get("fixture_ops", ())),
         op_coverage={str(k): str(c) for k, c in (v.get("op_coverage") or {}).items()},
         cpu_variants=tuple(v.get("cpu_variants", ())),
+        ctest_in_certification=bool((v.get("ctest") or {}).get("in_certification", False)),
     )

@@ -3,8 +3,8 @@
   runner --lane=cpu --lane_dir=LANE --evidence=LANE.evidence.pb --spec=spec.json \
          --model=tiny.gguf --out_dir=OUT --report=OUT/runner_report.pb
 
-Steps: preflight, artifact_integrity, fixture_parity, reference_parity, graph_smoke, concurrency,
-cancellation, cleanup, speed. Each writes <out_dir>/logs/<step>.log and <step>.exit, digested
+Steps: preflight, artifact_integrity, fixture_parity, op_oracle, upstream_ctest, reference_parity,
+graph_smoke, concurrency, cancellation, speed, cleanup. Each writes <out_dir>/logs/<step>.log and <step>.exit, digested
 into the RunnerReport (<report>.pb + .json twin). Exit 0 only when the run is pass_recordable.
 """
 
@@ -32,7 +32,7 @@ from tools.runner.lane_spec import LaneSpecError, load_lane
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
-RUNNER_VERSION = "lanes-runner 0.1.0"
+RUNNER_VERSION = "lanes-runner 0.2.0"  # 0.2.0: the upstream_ctest step
 
 EXIT_OK, EXIT_FAIL, EXIT_UNAVAILABLE, EXIT_REPORT_UNWRITABLE, EXIT_USAGE = 0, 1, 2, 3, 4
 
@@ -50,12 +50,14 @@ def _check_functions():
         preflight,
         reference_parity,
         speed,
+        upstream_ctest,
     )
     return {
         "preflight": lambda ctx, step, rep: preflight.run_preflight(ctx, step),
         "artifact_integrity": artifact_integrity.run_artifact_integrity,
         "fixture_parity": lambda ctx, step, rep: fixture_parity.run_fixture_parity(ctx, step),
         "op_oracle": lambda ctx, step, rep: op_oracle.run_op_oracle(ctx, step),
+        "upstream_ctest": lambda ctx, step, rep: upstream_ctest.run_upstream_ctest(ctx, step),
         "reference_parity": lambda ctx, step, rep: reference_parity.run_reference_parity(ctx, step),
         "graph_smoke": lambda ctx, step, rep: graph_smoke.run_graph_smoke(ctx, step),
         "concurrency": lambda ctx, step, rep: concurrency.run_concurrency(ctx, step),
@@ -299,6 +301,10 @@ def define_flags() -> None:
     flags.DEFINE_string("peer_backend", "", "--peer_lane_dir's backend (cuda, vulkan, ...).")
     flags.DEFINE_string("upstream_dir", "", "An upstream-default build of the same tree on this host (bin/llama-bench; "
                         "//lanes:<alias>_upstream): the speed step reports the lane/upstream ratio.")
+    flags.DEFINE_string("ctest_bundle", "", "The lane's llama.cpp CTest bundle (bazel-bin/lanes/<alias>_ctest) for the "
+                        "upstream_ctest step; required where the lane spec runs the suite in certification.")
+    flags.DEFINE_string("ctest", "ctest", "The ctest executable (CMake >= 3.20) for upstream_ctest.")
+    flags.DEFINE_integer("ctest_jobs", 0, "upstream_ctest: ctest -j (0: half the cores, at most 8).")
     flags.DEFINE_string("build_provenance", "bazel", 'How the artifacts came to be: "bazel" or "rebuild-from-lane-spec on <host>".')
     flags.mark_flags_as_required(["lane", "lane_dir", "spec", "out_dir", "report"])
 
@@ -319,6 +325,7 @@ def config_from_flags() -> RunnerConfig:
         build_provenance=FLAGS.build_provenance, min_speedup_pp=FLAGS.min_speedup_pp,
         min_speedup_roofline_tg=FLAGS.min_speedup_roofline_tg, peer_lane_dir=path(FLAGS.peer_lane_dir),
         peer_backend=FLAGS.peer_backend, upstream_dir=path(FLAGS.upstream_dir),
+        ctest_bundle=path(FLAGS.ctest_bundle), ctest=FLAGS.ctest, ctest_jobs=FLAGS.ctest_jobs,
     )
     if FLAGS.threads:
         cfg.threads = FLAGS.threads

@@ -30,8 +30,12 @@ CR = rpb.CheckResult
 _STRIPPED_ENV_PREFIXES = ("LLAMA_ARG_",)
 
 
+def without_inherited_llama_args(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if not k.startswith(_STRIPPED_ENV_PREFIXES)}
+
+
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED_ENV_PREFIXES)}
+    env = without_inherited_llama_args(dict(os.environ))
     env.update(extra or {})
     return env
 

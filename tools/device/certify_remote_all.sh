@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Both GPU lanes on one host in one detached session, longer than one device command may run:
+# certify_remote_cuda.sh, then certify_remote_vulkan.sh (the Vulkan lane and the CUDA+Vulkan
+# mixed route, bound to the CUDA run just made).
+#   certify_remote_all.sh start CARRY VULKAN_CARRY   returns at once (setsid: outlives the command)
+#   certify_remote_all.sh wait OUT_DIR SECONDS       progress; once finished, copies console.txt and
+#                                                    the run/compat archives into OUT_DIR (exit 0),
+#                                                    else exit 3 after SECONDS
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+stash=/tmp/lanes-stash/all
+case "${1:-}" in
+start)
+  rm -rf "$stash"; mkdir -p "$stash/out/cuda" "$stash/out/vulkan"
+  # shellcheck disable=SC2016
+  setsid nohup bash -c '
+    bash "$0/certify_remote_cuda.sh" "$1" "$2/out/cuda"; echo "cuda certification exit status $?"
+    bash "$0/certify_remote_vulkan.sh" "$1" "$3" "$2/out/vulkan"; echo "vulkan certification and route exit status $?"
+    echo "all finished"' "$here" "$2" "$stash" "$3" > "$stash/console.txt" 2>&1 < /dev/null &
+  echo "started: console $stash/console.txt"
+  ;;
+wait)
+  out=$2 deadline=$((SECONDS + $3))
+  [ -f "$stash/console.txt" ] || { echo "no run on this machine (started afresh?)"; exit 4; }
+  until grep -q "^all finished" "$stash/console.txt" || [ "$SECONDS" -ge "$deadline" ]; do sleep 5; done
+  grep -E '^\[runner\]|exit status|^route |compatib|rror|^runner:' "$stash/console.txt" | tail -60
+  grep -q "^all finished" "$stash/console.txt" || { echo "still running"; exit 3; }
+  mkdir -p "$out"
+  cp "$stash/console.txt" "$out/"
+  for f in "$stash"/out/cuda/*.tar.xz*; do [ -e "$f" ] && cp "$f" "$out/cuda_$(basename "$f")"; done
+  for f in "$stash"/out/vulkan/*.tar.xz*; do [ -e "$f" ] && cp "$f" "$out/vulkan_$(basename "$f")"; done
+  ls -la "$out"
+  ;;
+*)
+  echo "usage: certify_remote_all.sh start CARRY VULKAN_CARRY | wait OUT_DIR SECONDS" >&2; exit 2
+  ;;
+esac

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Sourced by the tools/device/*_remote_*.sh scripts on a GPU host without Bazel: the setup they
+# share. Expects $carry (the carry folder), $work (this run's scratch) and $repo set.
+
+# The carried wheels (what the host's Python 3.12 lacks) and protobuf modules on PYTHONPATH.
+lanes_remote_python() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$carry"/wheels/*.whl
+  export PYTHONPATH="$work/site:$carry/py:$repo"
+  export NCCL_NVLS_ENABLE=0
+}
+
+# The embedded model, regenerated from the pinned vocab (byte-identical to the one
+# //tools/model:tiny_llama_f32 builds: checked against its digest), and a synthetic model large
+# enough to be memory-bandwidth bound (2.0 B parameters, F16, ~4 GB). Made once per machine into
+# /tmp/lanes-stash/models, so runs on the same host (CUDA, then Vulkan) use the same files.
+lanes_remote_models() {
+  models=/tmp/lanes-stash/models
+  mkdir -p "$models"
+  if [ ! -f "$models/tiny_llama_f32.gguf" ]; then
+    python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$models/tiny_llama_f32.gguf"
+  fi
+  echo "$(cat "$carry/tiny_llama_f32.sha256")  $models/tiny_llama_f32.gguf" | sha256sum -c -
+  if [ ! -f "$models/roofline_f16.gguf" ]; then
+    python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$models/roofline_f16.gguf.tmp" \
+      --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
+    mv "$models/roofline_f16.gguf.tmp" "$models/roofline_f16.gguf"
+  fi
+}
+
+# cudart/cuBLAS come from the host's CUDA install (the CUDA lane ships neither); where the loader
+# does not find them by default, point it at the toolkit. The runner records what was really loaded.
+lanes_remote_cuda_libs() {  # $1: the CUDA lane's directory
+  if [ -e "$1/lib/libggml-cuda.so.0" ] && ldd "$1/lib/libggml-cuda.so.0" | grep -q "not found"; then
+    export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}${CUDA_HOME:-/usr/local/cuda}/lib64"
+  fi
+  export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
+}
+
+# The lane's llama.cpp CTest bundle (//lanes:<alias>_ctest) for the runner's upstream_ctest step,
+# unpacked into $3; the lane spec requires it in certification, so a carry without it stops here.
+lanes_remote_ctest_bundle() {  # $1: the carry folder holding it, $2: lane alias, $3: where to unpack
+  if [ ! -f "$1/$2_ctest.tar.xz" ]; then
+    echo "no $2_ctest.tar.xz in $1: bazel build //lanes:$2_ctest, then pack again" >&2
+    return 2
+  fi
+  tar -xJf "$1/$2_ctest.tar.xz" -C "$3"
+}

@@ -1,0 +1,156 @@
+"""upstream_ctest: llama.cpp's own CTest suite over the lane's build, on the host under test (issue 14).
+
+The lane's CTest bundle (//lanes:<alias>_ctest: upstream's test executables built from the lane's
+own configuration, its CTest files and the source data they read) runs against the lane's own
+libraries with the run's model for upstream's "model" tests, so on an accelerator host the tests
+that load a model run through the lane's backend on the device. The lane spec says whether a
+lane's certification needs the step (ctest.in_certification); the CPU lane's suite gates every
+change in CI instead (//tests:cpu_ctest_test), and its step is then recorded as not applicable,
+never as a pass.
+
+Raw files, all digested: upstream_ctest.log (the step), upstream_ctest.ctest.log (ctest's own
+output), upstream_ctest.manifest.json (the bundle's manifest: tests, labels, exclusions with
+their reasons) and the CTest report (.pb and .json). recompute() and problems() re-derive the
+counts and the verdict from the raw ctest log and the manifest alone.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shlex
+import shutil
+import subprocess
+import time
+from typing import IO
+
+from google.protobuf import json_format
+
+from proto import ctest_report_pb2 as ctest_pb
+from proto import runner_report_pb2 as rpb
+from tools.ctest import bundle as bundle_lib
+from tools.ctest import ctest_run
+from tools.runner.context import RunContext
+from tools.runner.steps import Step, without_inherited_llama_args
+
+CR = rpb.CheckResult
+STEP = "upstream_ctest"
+CTEST_LOG = f"{STEP}.ctest.log"
+MANIFEST = f"{STEP}.manifest.json"
+REPORT_PB, REPORT_JSON = f"{STEP}.report.pb", f"{STEP}.report.json"
+NOT_APPLICABLE = f"# lanes-config {STEP}=not_applicable"
+_CONFIG = "# lanes-config "
+
+
+def _config_lines(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith(_CONFIG) and "=" in line:
+            key, _, value = line[len(_CONFIG):].partition("=")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _read_raw(logs_dir: pathlib.Path) -> tuple[str, dict, str]:
+    """(step log, manifest, ctest log) of a run that ran the suite."""
+    step_log = (logs_dir / f"{STEP}.log").read_text(errors="replace")
+    manifest = json.loads((logs_dir / MANIFEST).read_text())
+    return step_log, manifest, (logs_dir / CTEST_LOG).read_text(errors="replace")
+
+
+def _figures(report: ctest_pb.CTestReport) -> tuple[dict[str, int], dict[str, float]]:
+    t = report.totals
+    counts = {"tests_registered": t.total, "tests_passed": t.passed, "tests_failed": t.failed,
+              "tests_skipped": t.skipped, "tests_excluded": t.excluded, "tests_not_run": t.not_run}
+    return counts, {"test_seconds": t.test_seconds, "wall_seconds": t.wall_seconds}
+
+
+def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+    """Per-status test counts and times from ctest's raw log and the bundle's manifest."""
+    if NOT_APPLICABLE in (logs_dir / f"{STEP}.log").read_text(errors="replace"):
+        return {}, {}
+    _, manifest, ctest_text = _read_raw(logs_dir)
+    return _figures(ctest_run.build_report(manifest, ctest_text, CTEST_LOG))
+
+
+def problems(logs_dir: pathlib.Path) -> list[str]:
+    """The verdict from the raw files: every test the spec does not exclude ran and passed, ctest
+    exited 0, the bundle is the lane's, and the kept CTest report says what the raw log says."""
+    step_log, manifest, ctest_text = _read_raw(logs_dir)
+    config = _config_lines(step_log)
+    out = list(ctest_run.build_report(manifest, ctest_text, CTEST_LOG).problems)
+    if config.get("lane") != manifest.get("lane_id"):
+        out.append(f"the bundle is for {manifest.get('lane_id')!r}, the run for {config.get('lane')!r}")
+    if config.get("ctest_exit") != "0":
+        out.append(f"ctest exited {config.get('ctest_exit', '(no exit status logged)')}")
+    report = json_format.Parse((logs_dir / REPORT_JSON).read_text(), ctest_pb.CTestReport())
+    out += [f"{REPORT_JSON}: {p}" for p in ctest_run.audit(
+        report, ctest_text, ctest_run.sha256_file(logs_dir / CTEST_LOG), manifest,
+        ctest_run.sha256_file(logs_dir / MANIFEST))]
+    return out
+
+
+def _tracked_launch(step: Step, limit_s: float):
+    """ctest_run's launcher through the runner's process tracker, bounded by limit_s overall."""
+    def launch(argv: list[str], env: dict[str, str], cwd: pathlib.Path, log: IO[bytes]) -> int:
+        step.log(f"$ {shlex.join(argv)}")
+        start = time.monotonic()
+        proc = step.tracker.popen(argv, env=without_inherited_llama_args(env), cwd=cwd,
+                                  stdout=log, stderr=subprocess.STDOUT)
+        try:
+            code = proc.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            step.tracker.stop(proc)
+            code = 124
+        step.log(f"# exit {code} after {time.monotonic() - start:.2f}s" + (f" (timed out at {limit_s:.0f}s)" if code == 124 else ""))
+        return code
+    return launch
+
+
+def run_upstream_ctest(ctx: RunContext, step: Step) -> tuple[int, str]:
+    cfg = ctx.config
+    if cfg.ctest_bundle is None:
+        if not ctx.lane.ctest_in_certification:
+            step.result.required = False
+            step.log(NOT_APPLICABLE)
+            return CR.SKIPPED, (f"not required: the lane spec runs {ctx.lane.lane_id}'s CTest suite in CI "
+                                f"(//tests:{ctx.lane.alias}_ctest_test), not in certification")
+        return CR.FAIL, (f"no --ctest_bundle: the lane spec requires llama.cpp's CTest suite in {ctx.lane.lane_id}'s "
+                         f"certification; build //lanes:{ctx.lane.alias}_ctest and pass bazel-bin/lanes/{ctx.lane.alias}_ctest")
+    bundle = cfg.ctest_bundle
+    try:
+        manifest = bundle_lib.load_manifest(bundle)
+    except bundle_lib.BundleError as err:
+        return CR.FAIL, str(err)
+    if manifest.get("lane_id") != ctx.lane.lane_id:
+        return CR.FAIL, (f"{bundle}: a CTest bundle for {manifest.get('lane_id')!r}, not {ctx.lane.lane_id}; "
+                         f"pass bazel-bin/lanes/{ctx.lane.alias}_ctest")
+    step.log(f"{_CONFIG}lane={ctx.lane.lane_id}")
+    step.log(f"{_CONFIG}bundle={bundle}")
+    step.log(f"{_CONFIG}manifest_sha256={ctest_run.sha256_file(bundle / 'manifest.json')}")
+    for exe in sorted((bundle / "bin").iterdir()):
+        step.log(f"{_CONFIG}test_binary.{exe.name}=sha256:{ctest_run.sha256_file(exe)}")
+    shutil.copyfile(bundle / "manifest.json", ctx.logs_dir / MANIFEST)
+    step.extra_logs += [ctx.logs_dir / n for n in (CTEST_LOG, MANIFEST, REPORT_PB, REPORT_JSON)]
+    opts = ctest_run.Options(
+        bundle=bundle, lane_dir=cfg.lane_dir, out=ctx.logs_dir, ctest=cfg.ctest, model=cfg.model,
+        evidence=cfg.evidence, jobs=cfg.resolved_ctest_jobs(), timeout_s=int(cfg.timeout_s),
+        log_name=CTEST_LOG, report_pb=REPORT_PB, report_json=REPORT_JSON)
+    try:
+        report = ctest_run.run(opts, launch=_tracked_launch(step, cfg.ctest_timeout_s))
+    except (bundle_lib.BundleError, ctest_run.RunError) as err:
+        return CR.FAIL, str(err)
+    step.log(f"{_CONFIG}ctest_exit={report.ctest_exit_code}")
+    step.log(f"{_CONFIG}ctest_version={report.ctest_version}")
+    step.log(ctest_run.summary_text(report))
+    counts, metrics = _figures(report)
+    step.result.counts.update(counts)
+    step.result.metrics.update(metrics)
+    found = problems(ctx.logs_dir)
+    t = report.totals
+    summary = (f"llama.cpp CTest: {t.passed} passed, {t.failed} failed, {t.skipped} skipped, {t.not_run} not run, "
+               f"{t.excluded} excluded (reasons in the lane spec) of {t.total} registered; {t.wall_seconds:.1f} s")
+    if found:
+        step.log(ctest_run.failure_text(report))
+        return CR.FAIL, f"{summary}; " + "; ".join(found[:5]) + (f" (+{len(found) - 5})" if len(found) > 5 else "")
+    return CR.PASS, summary
