@@ -65,11 +65,12 @@ def add_lane_required_check(policy: admission_pb2.AdmissionPolicy, lane_id: str,
         policy.lane_required_checks.add(lane_id=lane_id, check=check)
 
 
-def parse_lane_check(text: str) -> tuple[str, str]:
-    lane, sep, check = text.rpartition(":")
-    if not (sep and lane and check):
-        raise PolicyError(f"--lane_required_check {text!r}: write LANE:CHECK, e.g. 'linux-x86_64-cuda:upstream_ctest'")
-    return lane, check
+def parse_lane_pair(text: str, flag: str, example: str) -> tuple[str, str]:
+    """LANE:NAME (a check or a metric) from a flag value."""
+    lane, sep, name = text.rpartition(":")
+    if not (sep and lane and name):
+        raise PolicyError(f"--{flag} {text!r}: write LANE:NAME, e.g. {example!r}")
+    return lane, name
 
 
 def set_speed_floor(policy: admission_pb2.AdmissionPolicy, lane_id: str, metric: str, min_value: float) -> None:
@@ -114,6 +115,7 @@ def update_policy_file(
     remove_keyids: Iterable[str] = (),
     compatibility_bounds: tuple[float, float, float, float] | None = None,
     lane_required_checks: Iterable[tuple[str, str]] = (),
+    remove_speed_floors: Iterable[tuple[str, str]] = (),
 ) -> admission_pb2.AdmissionPolicy:
     """Loads `path` (or starts a new policy), applies the changes, validates and writes it back."""
     path = pathlib.Path(path)
@@ -131,6 +133,12 @@ def update_policy_file(
         add_trusted_key(policy, public_key, start, not_after or start + dt.timedelta(days=valid_days), owner)
     if required_checks is not None:
         set_required_checks(policy, required_checks)
+    for lane, metric in remove_speed_floors:
+        kept = [f for f in policy.speed_floors if (f.lane_id, f.metric) != (lane, metric)]
+        if len(kept) == len(policy.speed_floors):
+            raise PolicyError(f"{path}: no speed floor {lane}:{metric} to remove")
+        del policy.speed_floors[:]
+        policy.speed_floors.extend(kept)
     for lane, check in lane_required_checks:
         add_lane_required_check(policy, lane, check)
     for lane, metric, value in speed_floors:

@@ -32,6 +32,8 @@ flags.DEFINE_integer("valid_days", 365, "Key validity when --not_after is not gi
 flags.DEFINE_multi_string("required_check", [], "Check that must be PASS in a record (replaces the list if given).")
 flags.DEFINE_multi_string("lane_required_check", [], "LANE:CHECK that must also be PASS in that lane's records "
                           "(e.g. linux-x86_64-cuda:upstream_ctest); added to the policy's lane list.")
+flags.DEFINE_multi_string("remove_speed_floor", [], "LANE:METRIC floor to drop (e.g. one on a metric the runner no "
+                          "longer floors).")
 flags.DEFINE_multi_string("speed_floor", [], "LANE:METRIC:MIN, LANE '*' for every lane (replaces same lane+metric).")
 flags.DEFINE_multi_string("metric_ceiling", [], "LANE:METRIC:MAX, e.g. '*:cancellation.stream_task_seconds:5' "
                           "(replaces same lane+metric; the runner uses it as the check's bound).")
@@ -71,7 +73,10 @@ def _run_from_flags() -> admission_pb2.AdmissionPolicy:
         supported_record_schema_versions=FLAGS.supported_record_schema_version or None,
         remove_keyids=FLAGS.remove_key,
         compatibility_bounds=_bounds(FLAGS.compatibility_bounds),
-        lane_required_checks=[policy_edit.parse_lane_check(s) for s in FLAGS.lane_required_check],
+        lane_required_checks=[policy_edit.parse_lane_pair(s, "lane_required_check", "linux-x86_64-cuda:upstream_ctest")
+                              for s in FLAGS.lane_required_check],
+        remove_speed_floors=[policy_edit.parse_lane_pair(s, "remove_speed_floor", "linux-x86_64-cuda:speed.speedup_pp")
+                             for s in FLAGS.remove_speed_floor],
     )
 
 

@@ -69,7 +69,7 @@ class RunnerConfig:
     roofline_model: pathlib.Path | None = None
     hbm_bandwidth_gbs: float = 0.0  # bring-up override of the measured bandwidth (non-recordable)
     # Accelerator lanes vs the CPU lane on the same host in the same run (why these values: speed.py).
-    min_speedup_pp: float = 2.0
+    min_speedup_roofline_pp: float = 2.0
     min_speedup_roofline_tg: float = 4.0
     memory_tolerance_mib: float = 64.0
     sigint_exit_bound_s: float = 10.0

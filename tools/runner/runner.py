@@ -290,8 +290,9 @@ def define_flags() -> None:
     flags.DEFINE_string("roofline_model", "", "GGUF large enough to be memory-bandwidth bound; speed reports tg's fraction of --hbm_bandwidth_gbs on it.")
     flags.DEFINE_float("hbm_bandwidth_gbs", 0.0, "Bring-up override (non-recordable) of the device memory bandwidth, GB/s, "
                        "that the speed step otherwise measures itself (tools/runner/cuda/membw.cu).")
-    flags.DEFINE_float("min_speedup_pp", RunnerConfig.min_speedup_pp, "Accelerator lanes: min pp speed-up over the CPU lane "
-                       "on this host (the policy's speed.speedup_pp floor raises it; lower = non-recordable).")
+    flags.DEFINE_float("min_speedup_roofline_pp", RunnerConfig.min_speedup_roofline_pp, "Accelerator lanes: min pp speed-up "
+                       "over the CPU lane on --roofline_model on this host (policy speed.roofline_speedup_pp raises it; "
+                       "lower = non-recordable).")
     flags.DEFINE_float("min_speedup_roofline_tg", RunnerConfig.min_speedup_roofline_tg, "Accelerator lanes: min tg speed-up "
                        "over the CPU lane on --roofline_model (policy speed.roofline_speedup_tg raises it; lower = non-recordable).")
     flags.DEFINE_float("memory_tolerance_mib", 64.0, "cleanup: allowed GPU memory growth, MiB.")
@@ -322,7 +323,7 @@ def config_from_flags() -> RunnerConfig:
         parity_min_top1=FLAGS.parity_min_top1, bench_pp=FLAGS.bench_pp, bench_tg=FLAGS.bench_tg,
         bench_reps=FLAGS.bench_reps, roofline_model=path(FLAGS.roofline_model), hbm_bandwidth_gbs=FLAGS.hbm_bandwidth_gbs,
         memory_tolerance_mib=FLAGS.memory_tolerance_mib, gpu_index=FLAGS.gpu_index,
-        build_provenance=FLAGS.build_provenance, min_speedup_pp=FLAGS.min_speedup_pp,
+        build_provenance=FLAGS.build_provenance, min_speedup_roofline_pp=FLAGS.min_speedup_roofline_pp,
         min_speedup_roofline_tg=FLAGS.min_speedup_roofline_tg, peer_lane_dir=path(FLAGS.peer_lane_dir),
         peer_backend=FLAGS.peer_backend, upstream_dir=path(FLAGS.upstream_dir),
         ctest_bundle=path(FLAGS.ctest_bundle), ctest=FLAGS.ctest, ctest_jobs=FLAGS.ctest_jobs,
@@ -340,7 +341,8 @@ def apply_policy(cfg: RunnerConfig, policy_path: pathlib.Path, lane_id: str) -> 
     tg, pp = speed_floors.floors_for_lane(policy_path, lane_id)
     cfg.speed_floor_tg, cfg.speed_floor_pp = max(cfg.speed_floor_tg, tg), max(cfg.speed_floor_pp, pp)
     rel_pp, rel_tg = speed_floors.relative_floors_for_lane(policy_path, lane_id)
-    cfg.min_speedup_pp, cfg.min_speedup_roofline_tg = max(cfg.min_speedup_pp, rel_pp), max(cfg.min_speedup_roofline_tg, rel_tg)
+    cfg.min_speedup_roofline_pp = max(cfg.min_speedup_roofline_pp, rel_pp)
+    cfg.min_speedup_roofline_tg = max(cfg.min_speedup_roofline_tg, rel_tg)
     cancel = speed_floors.ceiling_for_lane(policy_path, lane_id, speed_floors.CANCEL_CEILING)
     if cancel is not None:
         cfg.cancel_bound_s = cancel

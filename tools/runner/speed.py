@@ -7,8 +7,11 @@ Floors:
 - Accelerator lanes: relative to the CPU lane measured here, now. Absolute floors cannot catch a
   fallback: on the H200 host the CPU lane itself does pp512 81,624 and tg128 4,417 tok/s on the tiny
   model, above the old CUDA floors (10,000 / 1,000).
-  * pp: lane pp >= min_speedup_pp (default 2.0) x CPU lane pp on the tiny model. Prompt processing
-    is compute bound even on a tiny model; measured x3.2 on the H200 (a CPU fallback gives ~x1).
+  * pp: lane pp >= min_speedup_roofline_pp (default 2.0) x CPU lane pp on the roofline model, where
+    prompt processing is compute bound. On the tiny model it is not: once the CPU lane loaded its
+    native variant with llamafile's kernels (106k tok/s pp512 on the H200 host), CUDA measured x2.08
+    and Vulkan x1.96 there, against x3.2 before; a ratio that close to a fallback's ~x1 tells
+    nothing. The tiny-model ratios stay in the record (speedup_pp, speedup_tg), without a floor.
   * tg: lane tg >= min_speedup_roofline_tg (default 4.0) x CPU lane tg on the roofline model.
     On the tiny model tg is launch-latency bound on both sides (measured x0.98), so no ratio there
     tells a GPU from a CPU; on a 4 GB model tg is memory-bandwidth bound: measured x34 (HBM
@@ -295,7 +298,8 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
             problems.append(f"lane bench log shows no full offload (offloaded {offl or 'line absent'})")
         else:
             counts["layers_offloaded"], counts["layers"] = offl
-        m["floor_speedup_pp"], m["floor_roofline_speedup_tg"] = fnum("min_speedup_pp"), fnum("min_speedup_roofline_tg")
+        m["floor_roofline_speedup_pp"] = fnum("min_speedup_roofline_pp")
+        m["floor_roofline_speedup_tg"] = fnum("min_speedup_roofline_tg")
         cpu_tests, _ = _load(logs_dir, CPU_LANE)
         if not cpu_tests:
             problems.append("no llama-bench JSON for the CPU lane on this host")
@@ -307,10 +311,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
                     m[f"cpu_lane_{k}"] = cpu[k]
                     if k in lane and cpu[k] > 0:
                         m[f"speedup_{k[:2]}"] = lane[k] / cpu[k]
-        sp = m.get("speedup_pp")
-        if sp is None or not sp >= m["floor_speedup_pp"]:
-            problems.append(f"pp x{sp if sp is not None else 'absent'} vs the CPU lane, below the relative floor x{m['floor_speedup_pp']:g}")
-        summary += f", x{m.get('speedup_pp', 0):.2f} pp / x{m.get('speedup_tg', 0):.2f} tg vs CPU lane"
+        summary += f", x{m.get('speedup_pp', 0):.2f} pp / x{m.get('speedup_tg', 0):.2f} tg vs CPU lane (tiny model)"
         summary = _roofline(logs_dir, cfg, backend, m, counts, problems, summary)
         summary = _peer(logs_dir, cfg, m, problems, summary)
     summary = _upstream(logs_dir, backend, accel, lane, m, problems, summary)
@@ -328,6 +329,7 @@ def _roofline(logs_dir, cfg, backend, m, counts, problems, summary) -> str:
     problems += [f"roofline bench: {p}" for p in backend_problems(big_tests, backend, True)]
     big = bench_figures(big_tests)
     m["roofline_tg_tokens_per_s"] = big.get("tg_tokens_per_s", 0.0)
+    m["roofline_pp_tokens_per_s"] = big.get("pp_tokens_per_s", 0.0)
     counts["roofline_model_file_bytes"] = int(big.get("model_bytes", 0))
     device, host, lines = device_weight_bytes(big_log, backend)
     counts["roofline_device_weight_bytes"], counts["roofline_host_weight_bytes"] = device, host
@@ -337,10 +339,16 @@ def _roofline(logs_dir, cfg, backend, m, counts, problems, summary) -> str:
     cpu_tests, _ = _load(logs_dir, ROOFLINE_CPU_LANE)
     if cpu_tests:
         problems += [f"roofline CPU lane bench: {p}" for p in backend_problems(cpu_tests, "cpu", False)]
-        cpu_tg = bench_figures(cpu_tests).get("tg_tokens_per_s", 0.0)
-        m["roofline_cpu_lane_tg_tokens_per_s"] = cpu_tg
-        if cpu_tg > 0:
-            m["roofline_speedup_tg"] = m["roofline_tg_tokens_per_s"] / cpu_tg
+        cpu_big = bench_figures(cpu_tests)
+        for kind in ("pp", "tg"):
+            cpu_value = cpu_big.get(f"{kind}_tokens_per_s", 0.0)
+            m[f"roofline_cpu_lane_{kind}_tokens_per_s"] = cpu_value
+            if cpu_value > 0:
+                m[f"roofline_speedup_{kind}"] = m[f"roofline_{kind}_tokens_per_s"] / cpu_value
+    sp = m.get("roofline_speedup_pp")
+    if sp is None or not sp >= m["floor_roofline_speedup_pp"]:  # `not >=` also fails NaN
+        problems.append(f"roofline pp x{sp if sp is not None else 'absent'} vs the CPU lane, below the relative floor "
+                        f"x{m['floor_roofline_speedup_pp']:g}")
     rs = m.get("roofline_speedup_tg")
     if rs is None or not rs >= m["floor_roofline_speedup_tg"]:
         problems.append(f"roofline tg x{rs if rs is not None else 'absent'} vs the CPU lane, below the relative floor "
@@ -355,7 +363,8 @@ def _roofline(logs_dir, cfg, backend, m, counts, problems, summary) -> str:
         problems.append(f"tg reaches {m['tg_roofline_fraction']:.2f} of the roofline: bytes or bandwidth are wrong")
     summary += (f"; roofline: {device} B in device memory ({host} B host-resident excluded) x "
                 f"{m['roofline_tg_tokens_per_s']:.0f} tok/s = {100 * m['tg_roofline_fraction']:.1f}% of "
-                f"{bw:.0f} GB/s{' (override)' if override > 0 else ' (measured)'}, x{m.get('roofline_speedup_tg', 0):.1f} tg vs CPU lane")
+                f"{bw:.0f} GB/s{' (override)' if override > 0 else ' (measured)'}, x{m.get('roofline_speedup_pp', 0):.1f} pp / "
+                f"x{m.get('roofline_speedup_tg', 0):.1f} tg vs CPU lane")
     return summary
 
 
@@ -440,7 +449,7 @@ def _peer(logs_dir, cfg, m, problems, summary) -> str:
         return summary
     parts = []
     for label, prefix, key_pairs in ((PEER_LANE, "peer_lane_", (("pp_tokens_per_s", "pp"), ("tg_tokens_per_s", "tg"))),
-                                     (ROOFLINE_PEER_LANE, "roofline_peer_lane_", (("tg_tokens_per_s", "tg"),))):
+                                     (ROOFLINE_PEER_LANE, "roofline_peer_lane_", (("pp_tokens_per_s", "pp"), ("tg_tokens_per_s", "tg")))):
         tests, _ = _load(logs_dir, label)
         if not tests:
             problems.append(f"no llama-bench JSON for the {peer_backend} peer lane ({label})")
@@ -478,9 +487,9 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
             stale.unlink()
     step.log(f"# lanes-config backend={ctx.lane.backend}")
     if accel:
-        step.log(f"# lanes-config min_speedup_pp={cfg.min_speedup_pp!r}")
+        step.log(f"# lanes-config min_speedup_roofline_pp={cfg.min_speedup_roofline_pp!r}")
         step.log(f"# lanes-config min_speedup_roofline_tg={cfg.min_speedup_roofline_tg!r}")
-        for name in ("min_speedup_pp", "min_speedup_roofline_tg"):
+        for name in ("min_speedup_roofline_pp", "min_speedup_roofline_tg"):
             if getattr(cfg, name) < getattr(RunnerConfig, name):
                 ctx.non_recordable.append(f"--{name}={getattr(cfg, name):g} is below the default "
                                           f"{getattr(RunnerConfig, name):g} (bring-up only)")
@@ -503,10 +512,12 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
         if _bench(ctx, step, CPU_LANE, bench_command(ctx, cfg.cpu_lane_dir, False)) != 0:
             failures.append("llama-bench on the CPU lane failed")
         if cfg.roofline_model is not None:
-            if _bench(ctx, step, ROOFLINE_LANE, bench_command(ctx, cfg.lane_dir, True, cfg.roofline_model, (0, 128, 3))) != 0:
+            pp = bench_sizes(ctx)[0]
+            if _bench(ctx, step, ROOFLINE_LANE, bench_command(ctx, cfg.lane_dir, True, cfg.roofline_model, (pp, 128, 3))) != 0:
                 failures.append("roofline llama-bench on the lane failed")
-            # The same big model on the CPU lane of this host: the tg speed-up where it is bandwidth bound.
-            if _bench(ctx, step, ROOFLINE_CPU_LANE, bench_command(ctx, cfg.cpu_lane_dir, False, cfg.roofline_model, (0, 32, 1))) != 0:
+            # The same big model on the CPU lane of this host: the pp speed-up where pp is compute bound,
+            # the tg speed-up where tg is bandwidth bound.
+            if _bench(ctx, step, ROOFLINE_CPU_LANE, bench_command(ctx, cfg.cpu_lane_dir, False, cfg.roofline_model, (pp, 32, 1))) != 0:
                 failures.append("roofline llama-bench on the CPU lane failed")
             if cfg.hbm_bandwidth_gbs > 0:
                 step.log(f"# lanes-config hbm_bandwidth_gbs_override={cfg.hbm_bandwidth_gbs!r}")
@@ -521,7 +532,8 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
             if _bench(ctx, step, PEER_LANE, bench_command(ctx, cfg.peer_lane_dir, True)) != 0:
                 failures.append(f"llama-bench on the {cfg.peer_backend} peer lane failed")
             if cfg.roofline_model is not None and _bench(
-                    ctx, step, ROOFLINE_PEER_LANE, bench_command(ctx, cfg.peer_lane_dir, True, cfg.roofline_model, (0, 128, 3))) != 0:
+                    ctx, step, ROOFLINE_PEER_LANE,
+                    bench_command(ctx, cfg.peer_lane_dir, True, cfg.roofline_model, (bench_sizes(ctx)[0], 128, 3))) != 0:
                 failures.append(f"roofline llama-bench on the {cfg.peer_backend} peer lane failed")
     counts, metrics, problems, summary = evaluate(ctx.logs_dir)
     step.result.counts.update(counts)

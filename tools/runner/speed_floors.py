@@ -47,18 +47,18 @@ CANCEL_CEILING = "cancellation.stream_task_seconds"
 # Accelerator lanes are held to ratios over the CPU lane measured on the same host in the same run
 # (absolute tokens/s floors cannot tell an accelerator from a CPU fallback); the record carries the
 # same metrics, so admission re-checks these floors too.
-SPEEDUP_PP = "speed.speedup_pp"
+ROOFLINE_SPEEDUP_PP = "speed.roofline_speedup_pp"
 ROOFLINE_SPEEDUP_TG = "speed.roofline_speedup_tg"
 
 
 def relative_floors_for_lane(policy_path: pathlib.Path, lane_id: str) -> tuple[float, float]:
-    """(min speed-up on pp, min speed-up on the roofline model's tg) over the CPU lane; 0.0 = none."""
+    """(min speed-up on pp, on tg) over the CPU lane, both on the roofline model; 0.0 = none."""
     try:
         policy = json.loads(pathlib.Path(policy_path).read_text())
     except (OSError, ValueError) as err:
         raise PolicyFloorsError(f"{policy_path}: cannot read the policy for its speed floors ({err})") from err
-    floors = {SPEEDUP_PP: 0.0, ROOFLINE_SPEEDUP_TG: 0.0}
+    floors = {ROOFLINE_SPEEDUP_PP: 0.0, ROOFLINE_SPEEDUP_TG: 0.0}
     for floor in policy.get("speed_floors", []):
         if floor.get("lane_id") in (lane_id, "*") and floor.get("metric") in floors:
             floors[floor["metric"]] = max(floors[floor["metric"]], float(floor.get("min_value", 0.0)))
-    return floors[SPEEDUP_PP], floors[ROOFLINE_SPEEDUP_TG]
+    return floors[ROOFLINE_SPEEDUP_PP], floors[ROOFLINE_SPEEDUP_TG]

@@ -23,7 +23,9 @@ def test_lane_and_wildcard_floors(tmp_path):
 def test_relative_floors_for_accelerators(tmp_path):
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"speed_floors": [
-        {"lane_id": "linux-x86_64-cuda", "metric": "speed.speedup_pp", "min_value": 2.5},
+        {"lane_id": "linux-x86_64-cuda", "metric": "speed.roofline_speedup_pp", "min_value": 2.5},
+        # The tiny-model ratio is informational: a floor on it does not raise the runner's.
+        {"lane_id": "linux-x86_64-cuda", "metric": "speed.speedup_pp", "min_value": 9},
         {"lane_id": "linux-x86_64-cuda", "metric": "speed.roofline_speedup_tg", "min_value": 4},
         {"lane_id": "linux-x86_64-cuda", "metric": "speed.tg_tokens_per_s", "min_value": 1000},
     ]}))
@@ -41,9 +43,10 @@ def _committed_policy():
 
 
 def test_committed_policy_holds_cuda_to_the_cpu_lane():
-    """evidence/policy.json: CUDA floors are ratios over the CPU lane, not absolute tokens/s."""
+    """evidence/policy.json: CUDA and Vulkan floors are ratios over the CPU lane, not absolute tokens/s."""
     committed = _committed_policy()
     assert speed_floors.relative_floors_for_lane(committed, "linux-x86_64-cuda") == (2.0, 4.0)
+    assert speed_floors.relative_floors_for_lane(committed, "linux-x86_64-vulkan") == (2.0, 4.0)
     assert speed_floors.floors_for_lane(committed, "linux-x86_64-cuda") == (0.0, 0.0)
     assert speed_floors.ceiling_for_lane(committed, "linux-x86_64-cuda", speed_floors.CANCEL_CEILING) == 5.0
 

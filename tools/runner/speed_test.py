@@ -19,6 +19,8 @@ CPU_JSON = json.loads((TESTDATA / "llama_bench_cpu.json").read_text())
 # The committed H200 run (9e5fa75): CPU lane pp512 81,624 / tg128 4,417 tok/s on the tiny model,
 # 22.6 tok/s on the 4 GB roofline model.
 CPU_PP, CPU_TG, CPU_BIG_TG = 81623.647194, 4416.671938, 22.598742
+# pp512 on the roofline model (test figures of the right order: compute bound, the GPU far ahead).
+CPU_BIG_PP, BIG_PP = 310.0, 21500.0
 # The roofline model's loader lines (F16, 8 layers, n_embd 4096): the 32000 x 4096 F16 token
 # embedding (250.00 MiB) stays in host memory; the rest is in CUDA0.
 ROOFLINE_LOG = """load_tensors: loading model tensors, this can take a while... (load_mode = mmap)
@@ -43,11 +45,11 @@ def _tests(backend: str, pp: float | None, tg: float | None, model_size: int = 7
     return out
 
 
-def _write_run(logs: pathlib.Path, *, lane_pp=260819.9, lane_tg=4349.9, lane_backend="CUDA", big_tg=761.75,
+def _write_run(logs: pathlib.Path, *, lane_pp=260819.9, lane_tg=4349.9, lane_backend="CUDA", big_tg=761.75, big_pp=BIG_PP,
                membw=True, offload_line="load_tensors: offloaded 3/3 layers to GPU", cpu_backend="CPU",
                roofline=True, override=None) -> pathlib.Path:
     logs.mkdir(parents=True, exist_ok=True)
-    config = ["# lanes-config backend=cuda", "# lanes-config min_speedup_pp=2.0", "# lanes-config min_speedup_roofline_tg=4.0"]
+    config = ["# lanes-config backend=cuda", "# lanes-config min_speedup_roofline_pp=2.0", "# lanes-config min_speedup_roofline_tg=4.0"]
     if override:
         config.append(f"# lanes-config hbm_bandwidth_gbs_override={override!r}")
     (logs / "speed.log").write_text("\n".join(config) + "\n")
@@ -56,9 +58,9 @@ def _write_run(logs: pathlib.Path, *, lane_pp=260819.9, lane_tg=4349.9, lane_bac
     (logs / "speed.cpu_lane.json").write_text(json.dumps(_tests(cpu_backend, CPU_PP, CPU_TG)))
     (logs / "speed.cpu_lane.log").write_text("load_tensors:   CPU_Mapped model buffer size =    67.00 MiB\n")
     if roofline:
-        (logs / "speed.roofline_lane.json").write_text(json.dumps(_tests("CUDA", None, big_tg, 4014227456)))
+        (logs / "speed.roofline_lane.json").write_text(json.dumps(_tests("CUDA", big_pp, big_tg, 4014227456)))
         (logs / "speed.roofline_lane.log").write_text(ROOFLINE_LOG)
-        (logs / "speed.roofline_cpu_lane.json").write_text(json.dumps(_tests("CPU", None, CPU_BIG_TG, 4014227456)))
+        (logs / "speed.roofline_cpu_lane.json").write_text(json.dumps(_tests("CPU", CPU_BIG_PP, CPU_BIG_TG, 4014227456)))
         (logs / "speed.roofline_cpu_lane.log").write_text("")
     if membw:
         # 8 GiB moved (4 GiB read + 4 GiB written) in a median 2.0216 ms: 4249.3 GB/s.
@@ -72,6 +74,7 @@ def test_cuda_at_the_committed_figures_passes(tmp_path):
     assert problems == [], problems
     assert m["speedup_pp"] == pytest.approx(260819.9 / CPU_PP)
     assert m["roofline_speedup_tg"] == pytest.approx(761.75 / CPU_BIG_TG)
+    assert m["roofline_speedup_pp"] == pytest.approx(BIG_PP / CPU_BIG_PP)
     assert counts["roofline_device_weight_bytes"] == round(3578.26 * 2**20)
     assert counts["roofline_host_weight_bytes"] == 250 * 2**20
     assert m["hbm_bandwidth_gbs"] == pytest.approx(8589934592 / 2.0216e-3 / 1e9)
@@ -81,17 +84,30 @@ def test_cuda_at_the_committed_figures_passes(tmp_path):
     assert "(measured)" in summary and "host-resident excluded" in summary
 
 
-def test_cuda_pp_below_twice_the_cpu_lane_fails(tmp_path):
-    # Faster than every old absolute floor (10,000 tok/s) and than the CPU lane, but only x1.8.
-    _, m, problems, _ = speed.evaluate(_write_run(tmp_path, lane_pp=1.8 * CPU_PP))
-    assert m["speedup_pp"] == pytest.approx(1.8)
-    assert any("below the relative floor x2" in p for p in problems), problems
+def test_roofline_pp_below_twice_the_cpu_lane_fails(tmp_path):
+    # Faster than the CPU lane on the compute-bound model, but only x1.8.
+    _, m, problems, _ = speed.evaluate(_write_run(tmp_path, big_pp=1.8 * CPU_BIG_PP))
+    assert m["roofline_speedup_pp"] == pytest.approx(1.8)
+    assert any("roofline pp x1.8" in p and "below the relative floor x2" in p for p in problems), problems
+
+
+def test_the_tiny_model_pp_ratio_is_kept_without_a_floor(tmp_path):
+    # The H200 run in which the CPU lane's native variant made the tiny-model ratio x1.96 (Vulkan).
+    _, m, problems, summary = speed.evaluate(_write_run(tmp_path, lane_pp=1.96 * CPU_PP))
+    assert problems == [], problems
+    assert m["speedup_pp"] == pytest.approx(1.96) and "x1.96 pp" in summary
+
+
+def test_roofline_pp_absent_fails(tmp_path):
+    _, m, problems, _ = speed.evaluate(_write_run(tmp_path, big_pp=None))
+    assert m["roofline_pp_tokens_per_s"] == 0.0
+    assert any("roofline pp x0.0" in p for p in problems), problems
 
 
 def test_cuda_fallback_to_cpu_fails(tmp_path):
     # A lane that silently ran on the CPU: the CPU lane's own figures, the JSON names CPU.
     _, _, problems, _ = speed.evaluate(_write_run(tmp_path, lane_pp=CPU_PP, lane_tg=CPU_TG, lane_backend="CPU",
-                                                  big_tg=CPU_BIG_TG, offload_line=""))
+                                                  big_tg=CPU_BIG_TG, big_pp=CPU_BIG_PP, offload_line=""))
     text = "; ".join(problems)
     assert "does not name CUDA" in text
     assert "gpu_info is empty" in text
@@ -171,12 +187,13 @@ def test_recompute_equals_evaluate(tmp_path):
     assert all(math.isfinite(v) for v in metrics.values())
 
 
-def _fake_bench(root: pathlib.Path, backend: str, pp: float, tg: float, big_tg: float, stderr: str) -> pathlib.Path:
+def _fake_bench(root: pathlib.Path, backend: str, pp: float, tg: float, big_tg: float, stderr: str,
+                big_pp: float = BIG_PP) -> pathlib.Path:
     """A lane whose llama-bench prints canned JSON (stdout) and loader lines (stderr)."""
     (root / "bin").mkdir(parents=True)
     small, big = root / "small.json", root / "big.json"
     small.write_text(json.dumps(_tests(backend, pp, tg)))
-    big.write_text(json.dumps(_tests(backend, None, big_tg, 4014227456)))
+    big.write_text(json.dumps(_tests(backend, big_pp, big_tg, 4014227456)))
     (root / "stderr.txt").write_text(stderr)
     script = root / "bin" / "llama-bench"
     script.write_text(f"#!/bin/sh\ncat {root}/stderr.txt >&2\n"
@@ -194,7 +211,7 @@ def test_run_speed_cuda_orchestration(tmp_path):
 
     cuda = _fake_bench(tmp_path / "cuda", "CUDA", 260819.9, 4349.9, 761.75,
                        "load_tensors: offloaded 3/3 layers to GPU\n" + ROOFLINE_LOG)
-    cpu = _fake_bench(tmp_path / "cpu", "CPU", CPU_PP, CPU_TG, CPU_BIG_TG, "")
+    cpu = _fake_bench(tmp_path / "cpu", "CPU", CPU_PP, CPU_TG, CPU_BIG_TG, "", big_pp=CPU_BIG_PP)
     (tmp_path / "roofline.gguf").write_bytes(b"")
     logs = tmp_path / "logs"
     logs.mkdir()
