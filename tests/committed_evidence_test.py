@@ -148,6 +148,33 @@ def _compat_verified(path: pathlib.Path):
     return policy, rec, timestamps.parse_utc(rec.issued_at) + dt.timedelta(hours=1)
 
 
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name.split(".")[0])
+def test_lanes_that_run_upstreams_ctest_in_certification_have_it_in_the_record(path):
+    """The committed policy requires llama.cpp's own CTest suite of the lanes whose certification runs
+    it (CUDA, Vulkan): their records carry upstream_ctest PASS with tests evaluated and none failed,
+    and the policy refuses such a record once that check is gone. The CPU lane's runs in CI."""
+    policy, record, when = _verified(path)
+    lane = record.scope.lane_id
+    required = policy_lib.required_checks_for(policy, lane)
+    checks = {c.name: c for c in record.checks}
+    if lane in ("linux-x86_64-cuda", "linux-x86_64-vulkan"):
+        assert "upstream_ctest" in required
+        ctest = checks["upstream_ctest"]
+        assert ctest.status == runner_report_pb2.CheckResult.PASS
+        assert ctest.counts["tests_passed"] > 0 and ctest.counts["tests_failed"] == ctest.counts["tests_not_run"] == 0
+        route = admission.route_from_nodes([_node(record)], record.model.sha256, recipe=record.recipe,
+                                           model_shard_sha256=[s.sha256 for s in record.model.shards])
+        assert admission.record_refusals(record, _node(record), policy, route) == []
+        stripped = type(record)()
+        stripped.CopyFrom(record)
+        del stripped.checks[:]
+        stripped.checks.extend(c for c in record.checks if c.name != "upstream_ctest")
+        refusals = admission.record_refusals(stripped, _node(record), policy, route)
+        assert any("policy requires check 'upstream_ctest'" in r for r in refusals), refusals
+    else:
+        assert "upstream_ctest" not in required
+
+
 @pytest.mark.parametrize("path", COMPATS, ids=lambda p: p.name.split(".")[0])
 def test_compatibility_record_is_recomputed_from_its_committed_measurement(path):
     """The signed figures are what the committed raw files give (rpc_route.recompute), each raw

@@ -22,7 +22,9 @@ for f in "bazel-bin/lanes/$lane/lib" "bazel-bin/lanes/$lane.evidence.pb" "bazel-
 done
 carry=.lanes/ctest-carry/$lane
 rm -rf "$carry"; mkdir -p "$carry/py/proto" "$carry/wheels"
-tar -cJf "$carry/lane.tar.xz" -C bazel-bin/lanes "$lane" "$lane.evidence.pb" "$lane.evidence.json"
+# shellcheck source=tools/device/lane_tar.sh
+source tools/device/lane_tar.sh
+lane_tar "$lane" "$carry/lane.tar.xz"
 tar -cJf "$carry/ctest_bundle.tar.xz" -C bazel-bin/lanes "${lane}_ctest"
 cp bazel-bin/proto/ctest_report_pb2.py "$carry/py/proto/"
 sha256sum bazel-bin/tools/model/tiny_llama_f32.gguf | cut -d' ' -f1 > "$carry/tiny_llama_f32.sha256"

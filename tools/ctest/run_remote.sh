@@ -15,8 +15,9 @@ work=$(mktemp -d /tmp/lanes-ctest-remote.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$carry"/wheels/*.whl
-export PYTHONPATH="$work/site:$carry/py:$repo"
+# shellcheck source=tools/device/remote_setup.sh
+source "$repo/tools/device/remote_setup.sh"
+lanes_remote_python
 tar -xJf "$carry/lane.tar.xz" -C "$work"
 tar -xJf "$carry/ctest_bundle.tar.xz" -C "$work"
 
@@ -26,12 +27,7 @@ python3 -m tools.model.make_tiny_model --vocab "$work/${lane}_ctest/source/model
   --out "$work/tiny_llama_f32.gguf"
 echo "$(cat "$carry/tiny_llama_f32.sha256")  $work/tiny_llama_f32.gguf" | sha256sum -c -
 
-for so in "$work/$lane"/lib/libggml-cuda.so.0; do
-  if [ -e "$so" ] && ldd "$so" | grep -q "not found"; then
-    export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}${CUDA_HOME:-/usr/local/cuda}/lib64"
-  fi
-done
-export NCCL_NVLS_ENABLE=0
+lanes_remote_cuda_libs "$work/$lane"
 
 # The carried ctest (CMake's wheel), else the host's (packed with NO_CTEST_WHEEL=1).
 ctest=$work/site/cmake/data/bin/ctest

@@ -9,15 +9,13 @@ set -euo pipefail
 carry=$(cd "$1" && pwd); srcdir=$(cd "$2" && pwd); out=$3
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-bench-cuda.XXXXXX)
-mkdir -p "$out" "$work/lanes" "$work/models" "$work/src"
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$carry"/wheels/*.whl
-export PYTHONPATH="$work/site:$carry/py:$repo"
-export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
+mkdir -p "$out" "$work/lanes" "$work/src"
+# shellcheck source=tools/device/remote_setup.sh
+source "$repo/tools/device/remote_setup.sh"
+lanes_remote_python
 tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes"
 tar -xJf "$srcdir/llama_src.tar.xz" -C "$work/src"
-if ldd "$work/lanes/cuda/lib/libggml-cuda.so.0" | grep -q "not found"; then
-  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}${CUDA_HOME:-/usr/local/cuda}/lib64"
-fi
+lanes_remote_cuda_libs "$work/lanes/cuda"
 mapfile -t defs < <(python3 -c 'import json, sys
 entries = json.load(open(sys.argv[1]))["upstream_reference"]["linux-x86_64-cuda"]["cache_entries"]
 print("\n".join(f"-D{k}={v}" for k, v in sorted(entries.items())))' "$srcdir/spec.json")
@@ -29,10 +27,8 @@ cmake -S "$work/src" -B "$work/ref" "${defs[@]}" -DLLAMA_BUILD_TESTS=OFF -DLLAMA
 cmake --build "$work/ref" --target llama-bench --parallel "$(nproc)" >> "$out/reference_build.txt" 2>&1
 echo "reference build: $(( $(date +%s) - start )) s on $(nproc) cores" | tee -a "$out/reference_build.txt"
 grep -E "CMAKE_CUDA_ARCHITECTURES|GGML_CUDA_NO_VMM|GGML_NATIVE" "$work/ref/CMakeCache.txt" | tee -a "$out/reference_build.txt"
-python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/tiny_llama_f32.gguf"
-python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$work/models/roofline_f16.gguf" \
-  --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
+lanes_remote_models
 python3 -m tools.bench.bench_cli --lane=linux-x86_64-cuda --lane_dir="$work/lanes/cuda" --reference_dir="$work/ref" \
-  --model="$work/models/tiny_llama_f32.gguf" --large_model="$work/models/roofline_f16.gguf" --n_gpu_layers=99 \
+  --model="$models/tiny_llama_f32.gguf" --large_model="$models/roofline_f16.gguf" --n_gpu_layers=99 \
   --pp=512 --tg=128 --reps=3 --rounds=4 --out_dir="$work/bench" 2>&1 | tee "$out/bench.txt"
 tar -cJf "$out/bench.tar.xz" -C "$work" bench
