@@ -50,6 +50,23 @@ def test_policy_tool_removes_a_key(tmp_path):
         policy_edit.update_policy_file(path, remove_keyids=[old.keyid])
 
 
+def test_a_lane_scoped_entry_must_name_a_known_lane(tmp_path):
+    path = tmp_path / "policy.json"
+    policy_edit.update_policy_file(path, policy_id="t")
+    known = [CPU, GPU]
+    # A mistyped lane id would apply to no lane: refused, and nothing is written.
+    before = path.read_text()
+    for kwargs in ({"lane_required_checks": [("linux-x86_64-cdua", "upstream_ctest")]},
+                   {"speed_floors": [("linux-x86_64-cdua", "speed.tg_tokens_per_s", 5.0)]},
+                   {"metric_ceilings": [("linux-x86_64-cdua", "cancellation.stream_task_seconds", 5.0)]}):
+        with pytest.raises(PolicyError, match=r"lane\(s\) \['linux-x86_64-cdua'\] are not in the lane spec"):
+            policy_edit.update_policy_file(path, known_lanes=known, **kwargs)
+        assert path.read_text() == before
+    p = policy_edit.update_policy_file(path, known_lanes=known, lane_required_checks=[(GPU, "upstream_ctest")],
+                                       speed_floors=[("*", "speed.tg_tokens_per_s", 5.0)])
+    assert [(r.lane_id, r.check) for r in p.lane_required_checks] == [(GPU, "upstream_ctest")]
+
+
 def test_policy_errors(tmp_path):
     with pytest.raises(PolicyError, match="policy_id"):
         policy_edit.update_policy_file(tmp_path / "p.json")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import pathlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from proto import admission_pb2
 from tools.certify import records
@@ -116,9 +116,19 @@ def update_policy_file(
     compatibility_bounds: tuple[float, float, float, float] | None = None,
     lane_required_checks: Iterable[tuple[str, str]] = (),
     remove_speed_floors: Iterable[tuple[str, str]] = (),
+    known_lanes: Collection[str] | None = None,
 ) -> admission_pb2.AdmissionPolicy:
-    """Loads `path` (or starts a new policy), applies the changes, validates and writes it back."""
+    """Loads `path` (or starts a new policy), applies the changes, validates and writes it back.
+    With known_lanes, a lane-scoped entry must name one of them or '*': a mistyped lane id would
+    otherwise apply to no lane, silently."""
     path = pathlib.Path(path)
+    lane_required_checks, speed_floors, metric_ceilings = list(lane_required_checks), list(speed_floors), list(metric_ceilings)
+    if known_lanes is not None:
+        unknown = sorted({e[0] for e in [*lane_required_checks, *speed_floors, *metric_ceilings]}
+                         - set(known_lanes) - {"*"})
+        if unknown:
+            raise PolicyError(f"{path}: lane(s) {unknown} are not in the lane spec (known: {sorted(known_lanes)}); "
+                              "use a lane id from it, or '*' for every lane")
     policy = policy_lib.load_policy(path) if path.exists() else new_policy(policy_id)
     if policy_id:
         policy.policy_id = policy_id

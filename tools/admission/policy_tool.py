@@ -10,6 +10,7 @@ Flags only; the work is in tools/admission/policy_edit.py.
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 
@@ -43,6 +44,8 @@ flags.DEFINE_integer("max_record_age_days", None, "Refuse records issued longer 
 flags.DEFINE_list("compatibility_bounds", [], "MAX_MEAN_KL,MIN_TOP1,MAX_ABS_DELTA_LOGIT,MIN_GREEDY: what every "
                   "compatibility record must meet; without them no mixed-backend route is admitted.")
 flags.DEFINE_multi_integer("supported_record_schema_version", [], "Record schema versions accepted (replaces).")
+flags.DEFINE_string("lanes_spec", "", "The lane spec (default: //lanes:spec.json in this tool's runfiles): "
+                    "lane-scoped entries must name one of its lanes or '*'.")
 
 
 def main(argv: list[str]) -> None:
@@ -54,6 +57,19 @@ def main(argv: list[str]) -> None:
         sys.exit(1)
     print(f"{FLAGS.policy}: policy {policy.policy_id}, {len(policy.trusted_keys)} trusted key(s), "
           f"digest {policy_lib.policy_digest(policy)}")
+
+
+def _known_lanes() -> list[str] | None:
+    """The spec's lane ids, needed only when a flag names a lane."""
+    if not (FLAGS.lane_required_check or FLAGS.speed_floor or FLAGS.metric_ceiling):
+        return None
+    # Not resolved: __file__ sits in the runfiles tree, beside the spec this tool's data names.
+    spec = pathlib.Path(FLAGS.lanes_spec or pathlib.Path(__file__).parent.parent.parent / "lanes" / "spec.json")
+    try:
+        return list(json.loads(spec.read_text())["lanes"])
+    except (OSError, ValueError, KeyError) as err:
+        raise CertifyError(f"{spec}: cannot read the lane spec's lanes ({err}); run through bazel run "
+                           "//tools/admission:policy_tool or pass --lanes_spec=bazel-bin/lanes/spec.json") from None
 
 
 def _run_from_flags() -> admission_pb2.AdmissionPolicy:
@@ -77,6 +93,7 @@ def _run_from_flags() -> admission_pb2.AdmissionPolicy:
                               for s in FLAGS.lane_required_check],
         remove_speed_floors=[policy_edit.parse_lane_pair(s, "remove_speed_floor", "linux-x86_64-cuda:speed.speedup_pp")
                              for s in FLAGS.remove_speed_floor],
+        known_lanes=_known_lanes(),
     )
 
 

@@ -179,6 +179,21 @@ def test_edited_report_is_refused(tmp_path):
         compat_record.build(out, IDS)
 
 
+def test_a_figure_re_derived_on_another_cpu_may_differ_in_its_last_bits_only(tmp_path):
+    # numpy's SIMD sums differ in the last bits between CPUs: the device host's figures, re-derived
+    # here, must still be accepted; an edit of one part in a million must not.
+    out = _measured(tmp_path)
+    report = json.loads((out / rpc_route.REPORT_FILE).read_text())
+    kl = report["comparisons"]["cpu"]["mean_kl"]
+    report["comparisons"]["cpu"]["mean_kl"] = kl * (1 + 4e-15) if kl else 1e-18
+    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
+    assert compat_record.build(out, IDS).comparisons["cpu"]
+    report["comparisons"]["cpu"]["mean_kl"] = kl * (1 + 1e-6) if kl else 1e-9
+    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
+    with pytest.raises(compat_record.CompatibilityInputError, match="comparisons differs"):
+        compat_record.build(out, IDS)
+
+
 def test_report_naming_other_lanes_than_measured_is_refused(tmp_path):
     out = _measured(tmp_path)
     report = json.loads((out / rpc_route.REPORT_FILE).read_text())

@@ -214,10 +214,21 @@ def instantiate_tree(bundle: pathlib.Path, work: pathlib.Path, bin_dir: str, sou
         dest.write_text(text)
 
 
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError(f"key(s) {sorted({k for k in keys if keys.count(k) > 1})} appear twice")
+    return dict(pairs)
+
+
 def load_manifest(bundle: pathlib.Path) -> dict[str, Any]:
-    path = bundle / "manifest.json"
+    return load_manifest_file(bundle / "manifest.json")
+
+
+def load_manifest_file(path: pathlib.Path) -> dict[str, Any]:
+    """A bundle's manifest.json (or a kept copy of it), checked: one schema, no repeated key or test."""
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(path.read_text(), object_pairs_hook=_refuse_duplicate_keys)
     except FileNotFoundError:
         raise BundleError(f"{path}: missing; --bundle must be a CTest bundle (bazel build //lanes:<lane>_ctest)") from None
     except (OSError, ValueError) as err:
@@ -225,7 +236,7 @@ def load_manifest(bundle: pathlib.Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEMA_VERSION:
         raise BundleError(f"{path}: schema_version {manifest.get('schema_version') if isinstance(manifest, dict) else '?'} is not {SCHEMA_VERSION}; rebuild the bundle with this checkout")
     for key in ("lane_id", "tests", "test_dirs"):
-        if key not in manifest:
+        if not manifest.get(key):
             raise BundleError(f"{path}: no '{key}'; rebuild the bundle")
     names = [t["name"] for t in manifest["tests"]]
     if len(names) != len(set(names)):

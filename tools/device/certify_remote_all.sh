@@ -4,8 +4,8 @@
 # mixed route, bound to the CUDA run just made).
 #   certify_remote_all.sh start CARRY VULKAN_CARRY   returns at once (setsid: outlives the command)
 #   certify_remote_all.sh wait OUT_DIR SECONDS       progress; once finished, copies console.txt and
-#                                                    the run/compat archives into OUT_DIR (exit 0),
-#                                                    else exit 3 after SECONDS
+#                                                    the run/compat archives into OUT_DIR (exit 0,
+#                                                    or 1 if a run failed), else exit 3 after SECONDS
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 stash=/tmp/lanes-stash/all
@@ -30,6 +30,8 @@ wait)
   for f in "$stash"/out/cuda/*.tar.xz*; do [ -e "$f" ] && cp "$f" "$out/cuda_$(basename "$f")"; done
   for f in "$stash"/out/vulkan/*.tar.xz*; do [ -e "$f" ] && cp "$f" "$out/vulkan_$(basename "$f")"; done
   ls -la "$out"
+  # Finished is not passed: either lane's runner or the route exiting non-zero fails this command.
+  if grep -qE "exit status [1-9]" "$stash/console.txt"; then echo "a run failed (see console.txt)"; exit 1; fi
   ;;
 *)
   echo "usage: certify_remote_all.sh start CARRY VULKAN_CARRY | wait OUT_DIR SECONDS" >&2; exit 2

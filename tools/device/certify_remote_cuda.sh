@@ -15,6 +15,8 @@ carry=$(cd "$1" && pwd); out=$2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-remote.XXXXXX)
 mkdir -p "$out"
+# An earlier session's run on this machine must never stand in for this one (the route binds to it).
+rm -rf /tmp/lanes-stash/cuda-run
 
 # shellcheck source=tools/device/remote_setup.sh
 source "$repo/tools/device/remote_setup.sh"

@@ -77,7 +77,9 @@ lanes_remote_models
 set +e
 if [ -n "${VULKAN_REPORT:-}" ]; then
   # Route only: the Vulkan lane's certification already ran (its runner report, carried back here).
-  mkdir -p "$work/run"; cp "$VULKAN_REPORT" "$work/run/runner_report.pb"; status=0
+  mkdir -p "$work/run"
+  cp "$VULKAN_REPORT" "$work/run/runner_report.pb" || { echo "cannot read VULKAN_REPORT=$VULKAN_REPORT" >&2; exit 2; }
+  status=0
 else
 # FIXTURE_PROBE=<ops>: time test-backend-ops on a few ops first (how long the full fixture run takes).
 for op in ${FIXTURE_PROBE:-}; do
@@ -92,7 +94,7 @@ python3 -m tools.runner.runner ${RUNNER_EXTRA:-} --timeout_s="${RUNNER_TIMEOUT_S
   --roofline_model="$models/roofline_f16.gguf" --policy="$repo/evidence/policy.json" \
   --out_dir="$work/run" --report="$work/run/runner_report.pb" 2>&1 | tee "$out/runner.txt"
 status=${PIPESTATUS[0]}
-tar -cJf "$out/run.tar.xz" -C "$work" run
+tar -cJf "$out/run.tar.xz" -C "$work" run || { echo "cannot archive the run into $out/run.tar.xz" >&2; exit 2; }
 fi
 
 # The mixed route: one rpc-server per lane (CUDA and Vulkan), the CUDA lane's client splitting the

@@ -16,14 +16,24 @@ lanes_remote_python() {
 lanes_remote_models() {
   models=/tmp/lanes-stash/models
   mkdir -p "$models"
-  if [ ! -f "$models/tiny_llama_f32.gguf" ]; then
-    python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$models/tiny_llama_f32.gguf"
+  local tiny="$models/tiny_llama_f32.gguf" roofline="$models/roofline_f16.gguf"
+  # A stashed file that no longer has its digest (an interrupted or damaged copy) is made again.
+  if [ -f "$tiny" ] && ! echo "$(cat "$carry/tiny_llama_f32.sha256")  $tiny" | sha256sum -c --status -; then
+    echo "remaking $tiny: not the embedded model's digest"; rm -f "$tiny"
   fi
-  echo "$(cat "$carry/tiny_llama_f32.sha256")  $models/tiny_llama_f32.gguf" | sha256sum -c -
-  if [ ! -f "$models/roofline_f16.gguf" ]; then
-    python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$models/roofline_f16.gguf.tmp" \
+  if [ ! -f "$tiny" ]; then
+    python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$tiny.tmp"
+    mv "$tiny.tmp" "$tiny"
+  fi
+  echo "$(cat "$carry/tiny_llama_f32.sha256")  $tiny" | sha256sum -c - || return 1
+  if [ -f "$roofline" ] && ! sha256sum -c --status "$roofline.sha256" 2>/dev/null; then
+    echo "remaking $roofline: not the digest it was made with"; rm -f "$roofline"
+  fi
+  if [ ! -f "$roofline" ]; then
+    python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$roofline.tmp" \
       --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
-    mv "$models/roofline_f16.gguf.tmp" "$models/roofline_f16.gguf"
+    sha256sum "$roofline.tmp" | sed "s#$roofline.tmp#$roofline#" > "$roofline.sha256"
+    mv "$roofline.tmp" "$roofline"
   fi
 }
 

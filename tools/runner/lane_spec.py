@@ -33,6 +33,8 @@ class Lane:
     # Whether the lane's certification runs llama.cpp's CTest suite (the runner's upstream_ctest
     # step); false where it gates in CI instead (the CPU lane).
     ctest_in_certification: bool = False
+    # The spec's CTest exclusions (test -> reason): a bundle built with others is stale or foreign.
+    ctest_excluded: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
     @property
     def is_accelerator(self) -> bool:
@@ -67,4 +69,5 @@ def load_lane(spec_path: pathlib.Path, name: str) -> Lane:
         op_coverage={str(k): str(c) for k, c in (v.get("op_coverage") or {}).items()},
         cpu_variants=tuple(v.get("cpu_variants", ())),
         ctest_in_certification=bool((v.get("ctest") or {}).get("in_certification", False)),
+        ctest_excluded={str(k): str(r) for k, r in ((v.get("ctest") or {}).get("excluded") or {}).items()},
     )

@@ -32,7 +32,7 @@ from tools.runner.lane_spec import LaneSpecError, load_lane
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
-RUNNER_VERSION = "lanes-runner 0.2.0"  # 0.2.0: the upstream_ctest step
+RUNNER_VERSION = "lanes-runner 0.2.1"  # 0.2.0: the upstream_ctest step; 0.2.1: it logs the spec's exclusions
 
 EXIT_OK, EXIT_FAIL, EXIT_UNAVAILABLE, EXIT_REPORT_UNWRITABLE, EXIT_USAGE = 0, 1, 2, 3, 4
 
@@ -188,6 +188,10 @@ def _run_checks(ctx: RunContext, report: rpb.RunnerReport) -> None:
         if problem:
             step.log(f"# {problem}")
             status, message = CR.FAIL, f"{message}; {problem}" if message else problem
+        missing = [p.name for p in step.extra_logs if not p.is_file()]
+        if missing:  # fail closed: a figure's raw file that is not there cannot be digested or audited
+            step.extra_logs = [p for p in step.extra_logs if p.is_file()]
+            status, message = CR.FAIL, f"{message}; raw file(s) not written: {', '.join(missing)}"
         result = step.finish(status, message)
         for path in [step.log_path, step.exit_path, *step.extra_logs]:
             digest = report_lib.log_digest(path, report_dir)

@@ -42,20 +42,39 @@ NOT_APPLICABLE = f"# lanes-config {STEP}=not_applicable"
 _CONFIG = "# lanes-config "
 
 
-def _config_lines(text: str) -> dict[str, str]:
+def _config_lines(text: str) -> tuple[dict[str, str], list[str]]:
+    """The step log's config lines, and a problem for each key logged twice with different values
+    (the log also carries test output: a repeated key is refused, never resolved by order)."""
     out: dict[str, str] = {}
+    conflicts: list[str] = []
     for line in text.splitlines():
         if line.startswith(_CONFIG) and "=" in line:
             key, _, value = line[len(_CONFIG):].partition("=")
-            out[key.strip()] = value.strip()
-    return out
+            key, value = key.strip(), value.strip()
+            if key in out and out[key] != value:
+                conflicts.append(f"{STEP}.log: {key} logged as {out[key]!r} and as {value!r}")
+            out.setdefault(key, value)
+    return out, conflicts
 
 
 def _read_raw(logs_dir: pathlib.Path) -> tuple[str, dict, str]:
     """(step log, manifest, ctest log) of a run that ran the suite."""
     step_log = (logs_dir / f"{STEP}.log").read_text(errors="replace")
-    manifest = json.loads((logs_dir / MANIFEST).read_text())
+    try:
+        manifest = bundle_lib.load_manifest_file(logs_dir / MANIFEST)
+    except bundle_lib.BundleError as err:
+        raise ctest_run.RunError(str(err)) from None
     return step_log, manifest, (logs_dir / CTEST_LOG).read_text(errors="replace")
+
+
+def _spec_exclusions_problem(manifest: dict, excluded: dict[str, str]) -> str:
+    """Empty when the bundle excludes exactly the tests the lane spec excludes, for its reasons."""
+    bundled = {t["name"]: t["excluded_reason"] for t in manifest["tests"] if t["excluded_reason"]}
+    if bundled == excluded:
+        return ""
+    differ = sorted(n for n in set(bundled) | set(excluded) if bundled.get(n) != excluded.get(n))
+    return (f"the bundle's exclusions are not the lane spec's ({', '.join(differ[:5])}"
+            f"{' ...' if len(differ) > 5 else ''}): a stale or foreign bundle; rebuild //lanes:<lane>_ctest")
 
 
 def _figures(report: ctest_pb.CTestReport) -> tuple[dict[str, int], dict[str, float]]:
@@ -66,8 +85,10 @@ def _figures(report: ctest_pb.CTestReport) -> tuple[dict[str, int], dict[str, fl
 
 
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
-    """Per-status test counts and times from ctest's raw log and the bundle's manifest."""
-    if NOT_APPLICABLE in (logs_dir / f"{STEP}.log").read_text(errors="replace"):
+    """Per-status test counts and times from ctest's raw log and the bundle's manifest; none where
+    the suite never ran to an exit status (not applicable, refused bundle, timed out)."""
+    step_log = (logs_dir / f"{STEP}.log").read_text(errors="replace")
+    if NOT_APPLICABLE in step_log or "ctest_exit" not in _config_lines(step_log)[0]:
         return {}, {}
     _, manifest, ctest_text = _read_raw(logs_dir)
     return _figures(ctest_run.build_report(manifest, ctest_text, CTEST_LOG))
@@ -77,13 +98,20 @@ def problems(logs_dir: pathlib.Path) -> list[str]:
     """The verdict from the raw files: every test the spec does not exclude ran and passed, ctest
     exited 0, the bundle is the lane's, and the kept CTest report says what the raw log says."""
     step_log, manifest, ctest_text = _read_raw(logs_dir)
-    config = _config_lines(step_log)
-    out = list(ctest_run.build_report(manifest, ctest_text, CTEST_LOG).problems)
-    if config.get("lane") != manifest.get("lane_id"):
-        out.append(f"the bundle is for {manifest.get('lane_id')!r}, the run for {config.get('lane')!r}")
+    config, out = _config_lines(step_log)
+    out += list(ctest_run.build_report(manifest, ctest_text, CTEST_LOG).problems)
+    if not config.get("lane") or config.get("lane") != manifest["lane_id"]:
+        out.append(f"the bundle is for {manifest['lane_id']!r}, the run for {config.get('lane')!r}")
     if config.get("ctest_exit") != "0":
         out.append(f"ctest exited {config.get('ctest_exit', '(no exit status logged)')}")
+    if "spec_excluded" in config:  # logged since runner 0.2.1
+        excluded = json.loads(config["spec_excluded"])
+        if problem := _spec_exclusions_problem(manifest, excluded):
+            out.append(problem)
     report = json_format.Parse((logs_dir / REPORT_JSON).read_text(), ctest_pb.CTestReport())
+    kept_pb = ctest_pb.CTestReport.FromString((logs_dir / REPORT_PB).read_bytes())
+    if kept_pb != report:
+        out.append(f"{REPORT_PB} and {REPORT_JSON} are not the same report")
     out += [f"{REPORT_JSON}: {p}" for p in ctest_run.audit(
         report, ctest_text, ctest_run.sha256_file(logs_dir / CTEST_LOG), manifest,
         ctest_run.sha256_file(logs_dir / MANIFEST))]
@@ -125,13 +153,15 @@ def run_upstream_ctest(ctx: RunContext, step: Step) -> tuple[int, str]:
     if manifest.get("lane_id") != ctx.lane.lane_id:
         return CR.FAIL, (f"{bundle}: a CTest bundle for {manifest.get('lane_id')!r}, not {ctx.lane.lane_id}; "
                          f"pass bazel-bin/lanes/{ctx.lane.alias}_ctest")
+    if problem := _spec_exclusions_problem(manifest, ctx.lane.ctest_excluded):
+        return CR.FAIL, f"{bundle}: {problem.replace('<lane>', ctx.lane.alias)}"
     step.log(f"{_CONFIG}lane={ctx.lane.lane_id}")
+    step.log(f"{_CONFIG}spec_excluded={json.dumps(ctx.lane.ctest_excluded, sort_keys=True)}")
     step.log(f"{_CONFIG}bundle={bundle}")
     step.log(f"{_CONFIG}manifest_sha256={ctest_run.sha256_file(bundle / 'manifest.json')}")
     for exe in sorted((bundle / "bin").iterdir()):
         step.log(f"{_CONFIG}test_binary.{exe.name}=sha256:{ctest_run.sha256_file(exe)}")
     shutil.copyfile(bundle / "manifest.json", ctx.logs_dir / MANIFEST)
-    step.extra_logs += [ctx.logs_dir / n for n in (CTEST_LOG, MANIFEST, REPORT_PB, REPORT_JSON)]
     opts = ctest_run.Options(
         bundle=bundle, lane_dir=cfg.lane_dir, out=ctx.logs_dir, ctest=cfg.ctest, model=cfg.model,
         evidence=cfg.evidence, jobs=cfg.resolved_ctest_jobs(), timeout_s=int(cfg.timeout_s),
@@ -140,6 +170,11 @@ def run_upstream_ctest(ctx: RunContext, step: Step) -> tuple[int, str]:
         report = ctest_run.run(opts, launch=_tracked_launch(step, cfg.ctest_timeout_s))
     except (bundle_lib.BundleError, ctest_run.RunError) as err:
         return CR.FAIL, str(err)
+    finally:
+        # Every raw file the suite left is digested with the step; one a failed run never wrote
+        # (a timed-out suite has a log but no report) is simply not there.
+        step.extra_logs += [p for p in (ctx.logs_dir / n for n in (CTEST_LOG, MANIFEST, REPORT_PB, REPORT_JSON))
+                            if p.is_file()]
     step.log(f"{_CONFIG}ctest_exit={report.ctest_exit_code}")
     step.log(f"{_CONFIG}ctest_version={report.ctest_version}")
     step.log(ctest_run.summary_text(report))

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 import sys
 
 import pytest
+from google.protobuf import json_format
 
+from proto import ctest_report_pb2 as ctest_pb
 from proto import runner_report_pb2 as rpb
 from tools.ctest import ctest_run, fake_bundle
+from tools.runner import report as report_lib
 from tools.runner import upstream_ctest
 from tools.runner.config import RunnerConfig
 from tools.runner.context import RunContext
@@ -19,25 +21,32 @@ from tools.runner.lane_spec import Lane
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
-needs_ctest = pytest.mark.skipif(shutil.which("ctest") is None, reason="needs CMake's ctest")
 
 
-def _lane(in_certification: bool, lane_id: str = fake_bundle.LANE_ID) -> Lane:
+def _lane(in_certification: bool, lane_id: str = fake_bundle.LANE_ID,
+          excluded: dict[str, str] | None = None) -> Lane:
     return Lane(lane_id=lane_id, alias="fake", os="linux", arch="x86_64", backend="cuda" if in_certification else "cpu",
-                sdk="", targets=(), log_evidence=(), ggml_libs=(), ctest_in_certification=in_certification)
+                sdk="", targets=(), log_evidence=(), ggml_libs=(), ctest_in_certification=in_certification,
+                ctest_excluded=dict(fake_bundle.SPEC["excluded"]) if excluded is None else excluded)
 
 
-def _run(tmp: pathlib.Path, lane: Lane, bundle: pathlib.Path | None) -> tuple[int, str, Step, RunContext]:
+def _run(tmp: pathlib.Path, lane: Lane, bundle: pathlib.Path | None,
+         ctest_timeout_s: float = 3600.0) -> tuple[int, str, Step, RunContext]:
     model = tmp / "tiny.gguf"
     model.write_text("GGUF")
     cfg = RunnerConfig(lane=lane.lane_id, lane_dir=fake_bundle.lane_dir(tmp), evidence=None, spec=tmp / "spec.json",
-                       model=model, out_dir=tmp / "out", report=tmp / "out" / "runner_report.pb", ctest_bundle=bundle)
+                       model=model, out_dir=tmp / "out", report=tmp / "out" / "runner_report.pb", ctest_bundle=bundle,
+                       ctest_timeout_s=ctest_timeout_s)
     logs = tmp / "out" / "logs"
     logs.mkdir(parents=True)
     ctx = RunContext(config=cfg, lane=lane, logs_dir=logs, scratch_dir=tmp / "scratch")
     step = Step(upstream_ctest.STEP, logs, ctx.tracker)
     status, message = upstream_ctest.run_upstream_ctest(ctx, step)
     step.finish(status, message)
+    # What the runner does next: digest every raw file the step lists (a listed file that is not
+    # there would crash the run instead of failing the check).
+    for path in [step.log_path, step.exit_path, *step.extra_logs]:
+        report_lib.log_digest(path, tmp / "out")
     return status, message, step, ctx
 
 
@@ -54,7 +63,6 @@ def test_a_lane_that_needs_the_suite_fails_without_a_bundle(tmp_path):
     assert "no --ctest_bundle" in message and "build //lanes:fake_ctest" in message
 
 
-@needs_ctest
 def test_another_lanes_bundle_fails(tmp_path):
     bundle = fake_bundle.make_bundle(tmp_path / "b", lane_id="linux-x86_64-other")
     status, message, _, _ = _run(tmp_path, _lane(in_certification=True), bundle)
@@ -62,7 +70,6 @@ def test_another_lanes_bundle_fails(tmp_path):
     assert "a CTest bundle for 'linux-x86_64-other', not linux-x86_64-fake" in message
 
 
-@needs_ctest
 def test_a_passing_suite_reports_what_the_raw_log_says(tmp_path):
     bundle = fake_bundle.make_bundle(tmp_path / "b")
     status, message, step, ctx = _run(tmp_path, _lane(in_certification=True), bundle)
@@ -81,7 +88,6 @@ def test_a_passing_suite_reports_what_the_raw_log_says(tmp_path):
     assert {p.name for p in ctx.logs_dir.iterdir()} == names | {"upstream_ctest.log", "upstream_ctest.exit"}
 
 
-@needs_ctest
 def test_a_failing_test_fails_the_step_by_name(tmp_path):
     scripts = dict(fake_bundle.SCRIPTS, **{"test-tok": 'echo "expected [1, 2] got [1, 3]"; exit 1'})
     bundle = fake_bundle.make_bundle(tmp_path / "b", scripts)
@@ -93,7 +99,6 @@ def test_a_failing_test_fails_the_step_by_name(tmp_path):
     assert any("test-tok-llama" in p for p in upstream_ctest.problems(ctx.logs_dir))
 
 
-@needs_ctest
 def test_edited_raw_files_change_the_figures_or_the_verdict(tmp_path):
     bundle = fake_bundle.make_bundle(tmp_path / "b")
     status, _, _, ctx = _run(tmp_path, _lane(in_certification=True), bundle)
@@ -113,13 +118,61 @@ def test_edited_raw_files_change_the_figures_or_the_verdict(tmp_path):
         upstream_ctest.recompute(logs)
 
 
-@needs_ctest
 def test_a_nonzero_ctest_exit_is_a_problem_even_when_every_line_passed(tmp_path):
     bundle = fake_bundle.make_bundle(tmp_path / "b")
     _, _, step, ctx = _run(tmp_path, _lane(in_certification=True), bundle)
     text = step.log_path.read_text()
     step.log_path.write_text(text.replace("ctest_exit=0", "ctest_exit=8"))
     assert "ctest exited 8" in upstream_ctest.problems(ctx.logs_dir)
+
+
+def test_a_suite_that_outlasts_its_bound_fails_with_its_log_kept(tmp_path):
+    scripts = dict(fake_bundle.SCRIPTS, **{"test-chat": "sleep 60"})
+    bundle = fake_bundle.make_bundle(tmp_path / "b", scripts)
+    status, message, step, ctx = _run(tmp_path, _lane(in_certification=True), bundle, ctest_timeout_s=2)
+    assert status == CR.FAIL, message
+    assert "(timed out at 2s)" in step.log_path.read_text()
+    # The truncated log is kept and digested; the report it could not yield is not listed.
+    assert {p.name for p in step.extra_logs} == {upstream_ctest.CTEST_LOG, upstream_ctest.MANIFEST}
+    assert not dict(step.result.counts)
+    assert upstream_ctest.recompute(ctx.logs_dir) == ({}, {})
+
+
+def test_a_bundle_whose_exclusions_are_not_the_lane_specs_fails(tmp_path):
+    bundle = fake_bundle.make_bundle(tmp_path / "b")
+    lane = _lane(in_certification=True, excluded={"test-download": "network: downloads a model",
+                                                    "test-chat": "a reason the bundle does not have"})
+    status, message, _, _ = _run(tmp_path, lane, bundle)
+    assert status == CR.FAIL
+    assert "exclusions are not the lane spec's (test-chat)" in message and "rebuild //lanes:fake_ctest" in message
+
+
+def test_raw_files_that_disagree_with_themselves_are_problems(tmp_path):
+    bundle = fake_bundle.make_bundle(tmp_path / "b")
+    status, _, step, ctx = _run(tmp_path, _lane(in_certification=True), bundle)
+    assert status == CR.PASS
+    logs = ctx.logs_dir
+    # A config key logged again with another value (e.g. by a test's output) is refused, not resolved by order.
+    with step.log_path.open("a") as f:
+        f.write("# lanes-config ctest_exit=3\n")
+    assert "upstream_ctest.log: ctest_exit logged as '0' and as '3'" in upstream_ctest.problems(logs)
+    # The kept .pb must be the .json's report.
+    step.log_path.write_text(step.log_path.read_text().replace("# lanes-config ctest_exit=3\n", ""))
+    assert upstream_ctest.problems(logs) == []
+    kept = logs / upstream_ctest.REPORT_PB
+    forged = ctest_pb.CTestReport.FromString(kept.read_bytes())
+    forged.totals.passed += 1
+    kept.write_bytes(forged.SerializeToString())
+    assert f"{upstream_ctest.REPORT_PB} and {upstream_ctest.REPORT_JSON} are not the same report" in upstream_ctest.problems(logs)
+    # The spec's exclusions, logged by the runner, must be the bundle's.
+    kept.write_bytes(json_format.Parse((logs / upstream_ctest.REPORT_JSON).read_text(), ctest_pb.CTestReport()).SerializeToString())
+    step.log_path.write_text(step.log_path.read_text().replace('spec_excluded={"test-download"', 'spec_excluded={"test-gen"'))
+    assert any("exclusions are not the lane spec's" in p for p in upstream_ctest.problems(logs))
+    # A kept manifest with a repeated key is refused outright.
+    manifest = logs / upstream_ctest.MANIFEST
+    manifest.write_text(manifest.read_text().replace('{', '{"lane_id": "linux-x86_64-other", ', 1))
+    with pytest.raises(ctest_run.RunError, match="appear twice"):
+        upstream_ctest.problems(logs)
 
 
 if __name__ == "__main__":
