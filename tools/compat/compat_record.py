@@ -30,14 +30,14 @@ def _digest(path: pathlib.Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _same(a: object, b: object) -> bool:
+def same_figures(a: object, b: object) -> bool:
     """Equal, floats to 1e-9 relative: a figure re-derived on another CPU (numpy's SIMD sums) may
     differ in its last bits; anything an editor could change differs by far more."""
     if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
         if isinstance(a, dict) and isinstance(b, dict):
-            return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+            return a.keys() == b.keys() and all(same_figures(a[k], b[k]) for k in a)
         if isinstance(a, list) and isinstance(b, list):
-            return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+            return len(a) == len(b) and all(same_figures(x, y) for x, y in zip(a, b))
         return type(a) is type(b) and a == b
     if isinstance(a, int) and isinstance(b, int):
         return a == b
@@ -57,7 +57,7 @@ def load_measurement(out_dir: pathlib.Path) -> dict:
     again = rpc_route.recompute(out_dir)
     for key in ("comparisons", "worst", "rpc_protocol_version", "problems", "compatible", "tolerances",
                 "model_sha256", "prompts_measured", "logit_prompts_measured", "endpoints", "lanes_measured"):
-        if not _same(again[key], report.get(key)):
+        if not same_figures(again[key], report.get(key)):
             raise CompatibilityInputError(f"{path}: {key} differs from what its raw files give: the report was edited")
     logged = sorted(f"{lane['lane_id']} {lane['build_evidence_digest']} {lane['certification_report_digest'] or '-'} "
                     f"{lane['server_device']}" for lane in report["lanes"])
