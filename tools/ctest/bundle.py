@@ -244,6 +244,11 @@ def load_manifest_file(path: pathlib.Path) -> dict[str, Any]:
     return manifest
 
 
+def exclusions(manifest: dict[str, Any]) -> dict[str, str]:
+    """Excluded test -> the lane spec's reason, as the manifest records them."""
+    return {t["name"]: t["excluded_reason"] for t in manifest["tests"] if t["excluded_reason"]}
+
+
 def work_dirs(manifest: dict[str, Any], work: pathlib.Path) -> list[pathlib.Path]:
     """Directories under the build tree that tests write into or run in (configure made them)."""
     out = []

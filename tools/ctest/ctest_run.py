@@ -136,7 +136,7 @@ def run(opts: Options, launch: Launch = _launch_plain) -> pb.CTestReport:
     version = _ctest_version(opts.ctest)
     opts.out.mkdir(parents=True, exist_ok=True)
     log_path = opts.out / opts.log_name
-    excluded = {t["name"]: t["excluded_reason"] for t in manifest["tests"] if t["excluded_reason"]}
+    excluded = bundle_lib.exclusions(manifest)
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="lanes-ctest-"))
     try:
@@ -191,7 +191,7 @@ def build_report(manifest: dict[str, Any], log_text: str, source: str) -> pb.CTe
     """Per-test results and totals from the raw log and the manifest (no process needed)."""
     tests = manifest["tests"]
     names = [t["name"] for t in tests]
-    excluded = {t["name"]: t["excluded_reason"] for t in tests if t["excluded_reason"]}
+    excluded = bundle_lib.exclusions(manifest)
     try:
         parsed = ctest_log.parse(log_text, source)
         totals = ctest_log.recompute(log_text, names, excluded, source)

@@ -69,7 +69,7 @@ def _read_raw(logs_dir: pathlib.Path) -> tuple[str, dict, str]:
 
 def _spec_exclusions_problem(manifest: dict, excluded: dict[str, str]) -> str:
     """Empty when the bundle excludes exactly the tests the lane spec excludes, for its reasons."""
-    bundled = {t["name"]: t["excluded_reason"] for t in manifest["tests"] if t["excluded_reason"]}
+    bundled = bundle_lib.exclusions(manifest)
     if bundled == excluded:
         return ""
     differ = sorted(n for n in set(bundled) | set(excluded) if bundled.get(n) != excluded.get(n))
