@@ -41,7 +41,7 @@ ABS_TOL = 1e-12
 # Check name -> module under tools/runner that owns its recompute(). A check not listed is a finding.
 CHECK_MODULES = {name: f"tools.runner.{name}" for name in (
     "preflight", "artifact_integrity", "fixture_parity", "reference_parity", "graph_smoke",
-    "concurrency", "cancellation", "cleanup", "speed", "op_oracle", "upstream_ctest",
+    "concurrency", "cancellation", "cleanup", "speed", "op_oracle", "upstream_ctest", "cpu_variants",
 )}
 
 Recompute = Callable[[pathlib.Path], tuple[dict[str, int], dict[str, float]]]

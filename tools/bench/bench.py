@@ -19,7 +19,7 @@ import subprocess
 import time
 
 from proto import bench_report_pb2
-from tools.runner import speed
+from tools.runner import exits, speed
 
 SCHEMA_VERSION = 1
 LANE, REFERENCE = "lane", "reference"
@@ -91,7 +91,7 @@ def run(cfg: BenchConfig) -> bench_report_pb2.BenchReport:
                 f"$ {' '.join(argv)}\n".encode() + proc.stderr + f"# exit {proc.returncode} after "
                 f"{time.monotonic() - started:.2f}s\n".encode())
             if proc.returncode != 0:
-                raise BenchError(f"llama-bench ({build}, {label}, round {rnd}) exited {proc.returncode}: see "
+                raise BenchError(f"llama-bench ({build}, {label}, round {rnd}) exited {exits.describe(proc.returncode)}: see "
                                  f"{logs / raw_name(label, build, rnd).replace('.json', '.log')}")
             print(f"[bench] {label} {build} round {rnd}: {_summary(logs / raw_name(label, build, rnd))}", flush=True)
     report = recompute(cfg.out_dir)

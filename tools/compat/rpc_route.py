@@ -28,7 +28,7 @@ import numpy as np
 
 from tools.evidence import build_evidence
 from tools.model import reference_forward
-from tools.runner import log_blocks
+from tools.runner import exits, log_blocks
 from tools.runner.reference_parity import TIE_MARGIN, compare
 from tools.runner.steps import ProcessTracker, Step
 
@@ -189,7 +189,7 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                     res = step.run(logits_argv(lane_dir / "bin" / "llama-logits", model, prompt, out, threads, args),
                                    timeout_s)
                     if res.exit_code != 0 or not out.is_file():
-                        raise RouteError(f"llama-logits for {who}, prompt {i}, exited {res.exit_code} (see {step.log_path})")
+                        raise RouteError(f"llama-logits for {who}, prompt {i}, exited {exits.describe(res.exit_code)} (see {step.log_path})")
                     tokens, values = reference_forward.read_logits_file(out)
                     arrays[f"{who}.{i}.tokens"], arrays[f"{who}.{i}.logits"] = np.asarray(tokens), np.asarray(values)
                     out.unlink()
@@ -208,7 +208,7 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                 step.log(stderr.decode(errors="replace"))
                 step.log(f"# exit {proc.returncode} after {time.monotonic() - started:.2f}s")
                 if proc.returncode != 0:
-                    raise RouteError(f"llama-completion for {who}, prompt {i}, exited {proc.returncode} (see {step.log_path})")
+                    raise RouteError(f"llama-completion for {who}, prompt {i}, exited {exits.describe(proc.returncode)} (see {step.log_path})")
         status = 0
     finally:
         tracker.stop_all(grace_s=2.0)

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Packs what certify_remote_cuda.sh needs into .devcarry/ (git-ignored): the Bazel-built CUDA and
-# CPU lanes with their evidence, the CUDA lane's llama.cpp CTest bundle (the runner's
-# upstream_ctest step), the lane spec, generated protobuf modules, the pinned vocab and the
-# embedded model's digest, and wheels for the remote Python (3.12) that it lacks.
-#   usage: tools/device/pack.sh   (after bazel build //lanes:cuda //lanes:cuda_ctest //lanes:cpu //proto:all //tools/model:tiny_llama_f32)
+# Packs what certify_remote_<lane>.sh needs into .devcarry/ (git-ignored): the Bazel-built lanes with
+# their evidence, each lane's llama.cpp CTest bundle where it was built (the runner's upstream_ctest
+# step), the lane spec, generated protobuf modules, the pinned vocab and the embedded model's
+# digest, and wheels for the remote Python (3.12) that it lacks.
+#   usage: tools/device/pack.sh [ALIAS ...]   (default: cuda cpu; after bazel build //lanes:<alias>
+#          //lanes:<alias>_ctest //proto:all //tools/model:tiny_llama_f32)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 carry=.devcarry
+aliases=("$@")
+[ ${#aliases[@]} -gt 0 ] || aliases=(cuda cpu)
 rm -rf "$carry"; mkdir -p "$carry/py/proto" "$carry/wheels"
 # xz's largest dictionary: the test executables of a CTest bundle share most of their bytes.
 export XZ_OPT=-9
 # shellcheck source=tools/device/lane_tar.sh
 source tools/device/lane_tar.sh
-lane_tar cuda "$carry/cuda_lane.tar.xz"
-lane_tar cpu "$carry/cpu_lane.tar.xz"
-tar -cJf "$carry/cuda_ctest.tar.xz" -C bazel-bin/lanes cuda_ctest
+for alias in "${aliases[@]}"; do
+  lane_tar "$alias" "$carry/${alias}_lane.tar.xz"
+  if [ -d "bazel-bin/lanes/${alias}_ctest" ]; then tar -cJf "$carry/${alias}_ctest.tar.xz" -C bazel-bin/lanes "${alias}_ctest"; fi
+done
 cp bazel-bin/lanes/spec.json "$carry/"
 cp bazel-bin/proto/*_pb2.py "$carry/py/proto/"
 cp "$(bazel info output_base 2>/dev/null)/external/llama_cpp/src/models/ggml-vocab-llama-spm.gguf" "$carry/"

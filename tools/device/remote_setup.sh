@@ -10,13 +10,14 @@ lanes_remote_python() {
 }
 
 # The embedded model, regenerated from the pinned vocab (byte-identical to the one
-# //tools/model:tiny_llama_f32 builds: checked against its digest), and a synthetic model large
-# enough to be memory-bandwidth bound (2.0 B parameters, F16, ~4 GB). Made once per machine into
-# /tmp/lanes-stash/models, so runs on the same host (CUDA, then Vulkan) use the same files.
+# //tools/model:tiny_llama_f32 builds: checked against its digest), and the synthetic models large
+# enough to be memory-bandwidth bound: the GPU lanes' (2.0 B parameters, F16, ~4 GB) and the CPU
+# lane's (//tools/model:cpu_roofline_f16's shape, 0.67 GB). Made once per machine into
+# /tmp/lanes-stash/models, so runs on the same host use the same files.
 lanes_remote_models() {
   models=/tmp/lanes-stash/models
   mkdir -p "$models"
-  local tiny="$models/tiny_llama_f32.gguf" roofline="$models/roofline_f16.gguf"
+  local tiny="$models/tiny_llama_f32.gguf"
   # A stashed file that no longer has its digest (an interrupted or damaged copy) is made again.
   if [ -f "$tiny" ] && ! echo "$(cat "$carry/tiny_llama_f32.sha256")  $tiny" | sha256sum -c --status -; then
     echo "remaking $tiny: not the embedded model's digest"; rm -f "$tiny"
@@ -26,14 +27,19 @@ lanes_remote_models() {
     mv "$tiny.tmp" "$tiny"
   fi
   echo "$(cat "$carry/tiny_llama_f32.sha256")  $tiny" | sha256sum -c - || return 1
-  if [ -f "$roofline" ] && ! sha256sum -c --status "$roofline.sha256" 2>/dev/null; then
-    echo "remaking $roofline: not the digest it was made with"; rm -f "$roofline"
+  lanes_remote_synthetic "$models/roofline_f16.gguf" --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
+  lanes_remote_synthetic "$models/cpu_roofline_f16.gguf" --n_layer 4 --n_embd 2048 --n_head 16 --n_head_kv 16 --n_ff 5632
+}
+
+lanes_remote_synthetic() {  # $1: the F16 model to make (kept while its digest holds), then its shape
+  local model=$1; shift
+  if [ -f "$model" ] && ! sha256sum -c --status "$model.sha256" 2>/dev/null; then
+    echo "remaking $model: not the digest it was made with"; rm -f "$model"
   fi
-  if [ ! -f "$roofline" ]; then
-    python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$roofline.tmp" \
-      --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
-    sha256sum "$roofline.tmp" | sed "s#$roofline.tmp#$roofline#" > "$roofline.sha256"
-    mv "$roofline.tmp" "$roofline"
+  if [ ! -f "$model" ]; then
+    python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$model.tmp" --dtype f16 "$@"
+    sha256sum "$model.tmp" | sed "s#$model.tmp#$model#" > "$model.sha256"
+    mv "$model.tmp" "$model"
   fi
 }
 

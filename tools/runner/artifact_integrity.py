@@ -8,7 +8,7 @@ import re
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
-from tools.runner import log_blocks
+from tools.runner import exits, log_blocks
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -82,7 +82,7 @@ def run_artifact_integrity(ctx: RunContext, step: Step, report: rpb.RunnerReport
     res = step.run([ctx.bin("llama-completion"), "--version"], ctx.config.timeout_s)
     step.result.exit_code = res.exit_code
     if res.exit_code != 0:
-        problems.append(f"llama-completion --version exited {res.exit_code}")
+        problems.append(f"llama-completion --version exited {exits.describe(res.exit_code)}")
     problems += version_problems(res.output, ctx.lane.lane_id, ev.upstream.commit, ev.patch_stack_digest)
     if problems:
         return CR.FAIL, "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")

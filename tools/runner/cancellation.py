@@ -29,6 +29,7 @@ from proto import runner_report_pb2 as rpb
 from tools.runner.context import RunContext
 from tools.runner.llama_server import SERVER_SIGINT_EXIT, LlamaServer, ServerError, parse_server_log
 from tools.runner.steps import Step
+from tools.runner import exits
 
 CR = rpb.CheckResult
 
@@ -105,7 +106,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         c["server_sigint_exit_code"] = int(sm["code"])
         m["server_sigint_exit_seconds"] = float(sm["s"])
         if int(sm["code"]) != SERVER_SIGINT_EXIT:
-            problems.append(f"llama-server exited {sm['code']} after SIGINT (expected {SERVER_SIGINT_EXIT})")
+            problems.append(f"llama-server exited {exits.describe(sm['code'])} after SIGINT (expected {SERVER_SIGINT_EXIT})")
         if server is not None and not server.shutdown_logged:
             problems.append("llama-server did not log 'cleaning up before exit' after SIGINT")
     elif _SERVER_KILLED.search(log):
@@ -120,7 +121,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         c["sigint_exit_code"] = int(cm["code"])
         m["sigint_exit_seconds"] = float(cm["s"])
         if int(cm["code"]) != COMPLETION_SIGINT_EXIT:
-            problems.append(f"llama-completion exited {cm['code']} after SIGINT (expected {COMPLETION_SIGINT_EXIT})")
+            problems.append(f"llama-completion exited {exits.describe(cm['code'])} after SIGINT (expected {COMPLETION_SIGINT_EXIT})")
         if not m["sigint_exit_seconds"] <= m["sigint_exit_bound_s"]:
             problems.append(f"llama-completion took {m['sigint_exit_seconds']:.3f}s to exit after SIGINT")
         after = [int(x["code"]) for x in _RUN_EXIT.finditer(log[cm.end():])]
@@ -171,7 +172,7 @@ def sigint_generation(ctx: RunContext, step: Step) -> list[str]:
         while time.monotonic() < deadline and proc.poll() is None and out_path.stat().st_size < 16:
             time.sleep(0.05)
         if proc.poll() is not None:
-            return [f"llama-completion ended (exit {proc.returncode}) before SIGINT could be sent"]
+            return [f"llama-completion ended (exit {exits.describe(proc.returncode)}) before SIGINT could be sent"]
         if out_path.stat().st_size < 16:
             ctx.tracker.stop(proc)
             return ["llama-completion produced no output before the deadline"]

@@ -14,6 +14,8 @@ CHECKS = (
     "artifact_integrity",
     "fixture_parity",
     "op_oracle",
+    # Every CPU variant the host can run vs the x64 baseline, on the ops with variant kernels.
+    "cpu_variants",
     # llama.cpp's own CTest suite over the lane's build (lanes whose spec asks for it).
     "upstream_ctest",
     "reference_parity",

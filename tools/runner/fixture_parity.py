@@ -34,7 +34,7 @@ import pathlib
 import re
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import config as config_lib
+from tools.runner import config as config_lib, exits
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -356,7 +356,7 @@ def judge(s: OpsSummary, cfg: FixtureConfig) -> tuple[int, str]:
         return CR.FAIL, "test-backend-ops timed out"
     failed = s.total("failed")
     if cfg.exit_code not in (None, 0) and failed == 0:
-        return CR.FAIL, f"test-backend-ops exited {cfg.exit_code} (crash or abort?) after {s.tests_run} evaluated tests"
+        return CR.FAIL, f"test-backend-ops exited {exits.describe(cfg.exit_code)} after {s.tests_run} evaluated tests"
     if s.tests_run == 0:
         return CR.FAIL, "zero tests evaluated (headers and 'not supported' lines are not tests)"
     if failed:

@@ -12,7 +12,7 @@ import pathlib
 import re
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import log_blocks
+from tools.runner import exits, log_blocks
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -101,7 +101,7 @@ def run_graph_smoke(ctx: RunContext, step: Step) -> tuple[int, str]:
             res = step.run(smoke_command(ctx, kv), ctx.config.timeout_s)
         decoded = int(parse_eval(res.output).get("eval_runs", 0))
         if res.exit_code != 0:
-            problems.append(f"{kv}: llama-completion exited {res.exit_code}")
+            problems.append(f"{kv}: llama-completion exited {exits.describe(res.exit_code)}")
             continue
         missing = missing_log_evidence(ctx.lane.log_evidence, res.output)
         if missing:

@@ -26,6 +26,7 @@ import urllib.request
 
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
+from tools.runner import exits
 
 HOST = "127.0.0.1"
 
@@ -129,7 +130,7 @@ class LlamaServer:
         deadline = time.monotonic() + min(self.ctx.config.timeout_s, 300)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ServerError(f"llama-server exited {self.proc.returncode} while starting (see {self.log_path.name})")
+                raise ServerError(f"llama-server exited {exits.describe(self.proc.returncode)} while starting (see {self.log_path.name})")
             if self.healthy():
                 return self
             time.sleep(0.2)

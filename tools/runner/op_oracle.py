@@ -55,6 +55,7 @@ import numpy as np
 
 from proto import runner_report_pb2 as rpb
 from tools.model import reference_forward as rf
+from tools.runner import exits
 
 CR = rpb.CheckResult
 
@@ -581,7 +582,8 @@ def run_op_oracle(ctx, step) -> tuple[int, str]:
     for op, (atol, rtol) in sorted(TOLERANCES.items()):
         step.log(f"# lanes-config tol.{op}={atol!r},{rtol!r}")
     threads = min(cfg.threads, 4)  # fixed, small: the tiny model needs no more
-    codes = []
+    codes: list[int] = []
+    crashes: list[str] = []
     for fa in ("off", "on"):
         argv = eval_command(ctx.bin(EVAL_BIN), cfg.model, cfg.parity_prompt, threads, cfg.seed, fa)
         res = step.run(argv, cfg.timeout_s)
@@ -594,7 +596,13 @@ def run_op_oracle(ctx, step) -> tuple[int, str]:
             step.log(f"# lanes: exit 0 but the output stops before result_output's sum (truncated); running -fa {fa} again")
             res = step.run(argv, cfg.timeout_s)
         codes.append(res.exit_code)
+        if exits.crashed(res.exit_code):
+            crashes.append(f"{EVAL_BIN} -fa {fa} exited {exits.describe(res.exit_code)}")
     step.result.exit_code = max(codes, key=abs)
+    if crashes:
+        # The oracle has nothing to compare once the lane died: say so instead of what the
+        # comparison of a cut-off output would report.
+        return CR.FAIL, "the lane crashed: " + "; ".join(crashes)
     text = step.log_path.read_text(encoding="utf-8", errors="replace")
     try:
         counts, metrics, results, config = evaluate_log(text, cfg.model)
@@ -624,5 +632,9 @@ def problems(logs_dir: pathlib.Path, model: pathlib.Path | None = None) -> list[
     text = (pathlib.Path(logs_dir) / f"{STEP}.log").read_text(encoding="utf-8", errors="replace")
     if "# lanes-config oracle=not_applicable" in text:
         return []
+    crashes = [f"{EVAL_BIN} exited {exits.describe(r.exit_code)}" for r in parse_runs(text)
+               if r.exit_code is not None and exits.crashed(r.exit_code)]
+    if crashes:
+        return ["the lane crashed: " + "; ".join(crashes)]
     counts, metrics, _, config = evaluate_log(text, model)
     return judge(counts, metrics, config)

@@ -16,7 +16,7 @@ import time
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
-from tools.runner import log_blocks, model_file, run_lock
+from tools.runner import exits, log_blocks, model_file, run_lock
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -60,7 +60,7 @@ def _tool_output(step: Step, argv: list[str], timeout_s: float = 60) -> str:
         raise Unavailable(f"{argv[0]} not found on PATH: this host has no {argv[0].split('-')[0]} driver/runtime tools")
     res = step.run(argv, timeout_s)
     if res.exit_code != 0:
-        raise Unavailable(f"`{' '.join(argv)}` exited {res.exit_code}: {res.output.strip()[-300:]}")
+        raise Unavailable(f"`{' '.join(argv)}` exited {exits.describe(res.exit_code)}: {res.output.strip()[-300:]}")
     return res.output
 
 

@@ -22,6 +22,7 @@ from proto import runner_report_pb2 as rpb
 from tools.model import reference_forward
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
+from tools.runner import exits
 
 CR = rpb.CheckResult
 
@@ -137,7 +138,7 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
 
 def _read(res, path: pathlib.Path):
     if res.exit_code != 0 or not path.is_file():
-        raise RuntimeError(f"{pathlib.Path(res.argv[0]).name} exited {res.exit_code} without logits")
+        raise RuntimeError(f"{pathlib.Path(res.argv[0]).name} exited {exits.describe(res.exit_code)} without logits")
     return reference_forward.read_logits_file(path)
 
 

@@ -92,6 +92,7 @@ def _figures(c: rpb.CheckResult) -> str:
         "reference_parity": ("max_abs_delta_logit", "mean_kl", "top1_agreement"),
         "concurrency": ("concurrent_sequences", "tokens", "wall_seconds_concurrent"),
         "cancellation": ("recovery_seconds", "sigint_exit_seconds"),
+        "cpu_variants": ("variants_shipped", "variants_runnable", "variants_crashed"),
         "upstream_ctest": ("tests_registered", "tests_passed", "tests_failed", "tests_excluded"),
         "cleanup": ("processes_started", "processes_left", "memory_before_mib", "memory_after_mib"),
         "speed": ("pp_tokens_per_s", "tg_tokens_per_s", "speedup_tg", "tg_roofline_fraction"),

@@ -46,7 +46,7 @@ import sys
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import log_blocks
+from tools.runner import exits, log_blocks
 from tools.runner.config import RunnerConfig
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
@@ -232,7 +232,7 @@ def measure_bandwidth(ctx: RunContext, step: Step) -> str | None:
     if ctx.lane.backend == "cpu":  # host memory, one copy thread per llama-bench thread
         code = _run_to_files(ctx, step, [sys.executable, CPU_MEMBW_SOURCE, str(ctx.config.threads)], out, log,
                              ctx.config.timeout_s)
-        return f"cpu_membw exited {code} (see {log.name})" if code != 0 else None
+        return f"cpu_membw exited {exits.describe(code)} (see {log.name})" if code != 0 else None
     # The probe measures the physical device's memory through CUDA: CUDA lanes, and Vulkan lanes
     # whose device is an NVIDIA GPU (the same HBM, whichever API reads it).
     if not (ctx.lane.backend == "cuda" or (ctx.lane.backend == "vulkan" and ctx.device.vendor == "NVIDIA")):
@@ -244,9 +244,9 @@ def measure_bandwidth(ctx: RunContext, step: Step) -> str | None:
     binary = ctx.scratch_dir / "membw"
     code = _run_to_files(ctx, step, [nvcc, "-O2", f"-arch={arch}", "-o", binary, MEMBW_SOURCE], log, log, 600)
     if code != 0:
-        return f"nvcc exited {code} compiling membw.cu (see {log.name})"
+        return f"nvcc exited {exits.describe(code)} compiling membw.cu (see {log.name})"
     code = _run_to_files(ctx, step, [binary, str(ctx.config.gpu_index)], out, log, ctx.config.timeout_s)
-    return f"membw exited {code} (see {log.name})" if code != 0 else None
+    return f"membw exited {exits.describe(code)} (see {log.name})" if code != 0 else None
 
 
 def _load(logs_dir: pathlib.Path, label: str) -> tuple[list[dict] | None, str]:
@@ -390,10 +390,58 @@ def rows_only_bytes(model: pathlib.Path) -> int:
     return sizes.get("token_embd.weight", 0) if "output.weight" in sizes else 0
 
 
+def tensor_bytes(model: pathlib.Path) -> int:
+    """The model's tensor data, each tensor once (the GGUF header and alignment padding excluded)."""
+    import gguf  # heavy import, only for the roofline model
+
+    return sum(int(t.n_bytes) for t in gguf.GGUFReader(model, "r").tensors)
+
+
+# The CPU backend's buffer over the memory-mapped model file. Its size is the span of the file that
+# its tensors cover, so it also spans tensors that were copied out of it into an extra buffer.
+MAPPED_BUFFER = "CPU_Mapped"
+# An extra buffer (CPU_REPACK, AMX, ...) may hold a repacked copy at most this much larger than the
+# model's tensors (block interleaving and AMX compensation terms); more means bytes counted twice.
+MAX_EXTRA_BUFFER_GROWTH = 1.02
+
+
+def cpu_weight_bytes_read(buffer_lines: list[str], model_tensor_bytes: int) -> tuple[int, list[str], str]:
+    """(bytes of weights read per token before the row-gathered exclusion, problems, how counted).
+
+    Each weight byte is counted once. With only the mapping (the zen4 path) that is the mapped buffer.
+    With extra buffers (repacked or AMX copies of tensors, made from the mapping at load time) the
+    backend reads the copies and only the tensors left in the mapping: the model's tensor bytes
+    (logged from the GGUF) minus what was copied, plus the copies as allocated. The mapped buffer's
+    size says nothing here: it spans the copied tensors too (the AMX host's log showed 517.07 MiB
+    mapped beside 517.00 MiB of AMX copies of the same weights).
+    """
+    sizes: dict[str, int] = {}
+    for line in buffer_lines:
+        m = _BUFFER_LINE.match(line)
+        if m:
+            sizes[m.group(1)] = sizes.get(m.group(1), 0) + round(float(m.group(2)) * 1024 * 1024)
+    mapped = sizes.pop(MAPPED_BUFFER, 0)
+    copies = sum(sizes.values())
+    if not copies:
+        return mapped, [], f"{mapped} B mapped"
+    if model_tensor_bytes <= 0:
+        return 0, [f"extra model buffers {sorted(sizes)} beside the mapping but no roofline_tensor_bytes "
+                   "logged: cannot tell which bytes are read once"], ""
+    if copies > model_tensor_bytes * MAX_EXTRA_BUFFER_GROWTH:
+        return 0, [f"extra model buffers hold {copies} B, more than the model's {model_tensor_bytes} B of tensors: "
+                   "a tensor counted twice"], ""
+    # The copies replace the mapped bytes they were made from; a repacked copy is as large as its
+    # source to within MAX_EXTRA_BUFFER_GROWTH, so the tensors left in the mapping are the rest.
+    left_in_mapping = max(0, model_tensor_bytes - copies)
+    extra = ", ".join(f"{name} {nbytes} B" for name, nbytes in sorted(sizes.items()))
+    return copies + left_in_mapping, [], (f"{extra} copied out of the mapping + {left_in_mapping} B of tensors left "
+                                          f"in it ({mapped} B mapped span not counted)")
+
+
 def _cpu_roofline(logs_dir, cfg, m, counts, problems, summary) -> str:
-    """CPU lane with --roofline_model: tg on it x the weight bytes it reads per token (every model
-    buffer minus the row-gathered token embedding), as a fraction of the host's measured read
-    bandwidth (informational: no floor)."""
+    """CPU lane with --roofline_model: tg on it x the weight bytes it reads per token (each weight
+    byte once, wherever the backend put it, minus the row-gathered token embedding), as a fraction
+    of the host's measured read bandwidth (informational: no floor)."""
     big_tests, big_log = _load(logs_dir, ROOFLINE_LANE)
     if big_tests is None:
         return summary
@@ -402,12 +450,15 @@ def _cpu_roofline(logs_dir, cfg, m, counts, problems, summary) -> str:
         return summary
     problems += [f"roofline bench: {p}" for p in backend_problems(big_tests, "cpu", False)]
     m["roofline_tg_tokens_per_s"] = bench_figures(big_tests).get("tg_tokens_per_s", 0.0)
-    device, host, lines = device_weight_bytes(big_log, "cpu")
+    _, _, lines = device_weight_bytes(big_log, "cpu")
     rows_only = int(fnum_cfg(cfg, "roofline_rows_only_bytes"))
-    weights = device + host - rows_only  # every model buffer is host memory on the CPU lane
+    read, read_problems, how = cpu_weight_bytes_read(lines, int(fnum_cfg(cfg, "roofline_tensor_bytes")))
+    problems += [f"roofline bench log: {p}" for p in read_problems]
+    weights = read - rows_only
     counts["roofline_host_weight_bytes"], counts["roofline_rows_only_bytes"] = weights, rows_only
     if weights <= 0:
-        problems.append(f"roofline bench log: no model buffer lines ({lines})")
+        if not read_problems:
+            problems.append(f"roofline bench log: no model buffer lines ({lines})")
         return summary
     bw = _membw_gbs(logs_dir, problems, "host memory")
     if bw is None:
@@ -416,7 +467,7 @@ def _cpu_roofline(logs_dir, cfg, m, counts, problems, summary) -> str:
     m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * weights / (bw * 1e9)
     if not m["tg_roofline_fraction"] <= 1.0:
         problems.append(f"tg reaches {m['tg_roofline_fraction']:.2f} of the roofline: bytes or bandwidth are wrong")
-    return summary + (f"; roofline: {weights} B ({rows_only} B of row-gathered token embedding excluded) x "
+    return summary + (f"; roofline: {weights} B ({how}; {rows_only} B of row-gathered token embedding excluded) x "
                       f"{m['roofline_tg_tokens_per_s']:.2f} tok/s = {100 * m['tg_roofline_fraction']:.1f}% of "
                       f"{bw:.1f} GB/s host memory read (measured)")
 
@@ -503,6 +554,7 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
         failures.append("llama-bench on the upstream-default build failed")
     if not accel and cfg.roofline_model is not None:
         step.log(f"# lanes-config roofline_rows_only_bytes={rows_only_bytes(cfg.roofline_model)}")
+        step.log(f"# lanes-config roofline_tensor_bytes={tensor_bytes(cfg.roofline_model)}")
         if _bench(ctx, step, ROOFLINE_LANE, bench_command(ctx, cfg.lane_dir, False, cfg.roofline_model, (0, 32, 2))) != 0:
             failures.append("roofline llama-bench on the lane failed")
         problem = measure_bandwidth(ctx, step)

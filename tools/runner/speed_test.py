@@ -308,3 +308,62 @@ def test_membw_statistic_is_the_probes_own_and_unknown_ones_are_refused():
     assert speed.parse_membw(json.dumps({**text, "statistic": "fastest"})) == pytest.approx(1000.0)
     with pytest.raises(ValueError, match="unknown statistic"):
         speed.parse_membw(json.dumps({**text, "statistic": "best-ever"}))
+
+
+# The CPU roofline model (//tools/model:cpu_roofline_f16): 4 layers of n_embd 2048 / n_ff 5632 in
+# F16, separate token_embd and output (32000 x 2048 each), F32 norms. Its tensors, each once:
+ROOFLINE_TENSOR_BYTES = 2 * 32000 * 2048 * 2 + 4 * (4 * 2048 * 2048 * 2 + 3 * 2048 * 5632 * 2 + 2 * 2048 * 4) + 2048 * 4
+EMBEDDING_BYTES = 32000 * 2048 * 2
+
+
+def _roofline_log(logs: pathlib.Path, buffer_lines: str, tensor_bytes: int | None, tg: float, gbs: float) -> pathlib.Path:
+    logs.mkdir(parents=True, exist_ok=True)
+    config = ("# lanes-config backend=cpu\n# lanes-config floor_tg_tokens_per_s=0.0\n# lanes-config floor_pp_tokens_per_s=0.0\n"
+              f"# lanes-config roofline_rows_only_bytes={EMBEDDING_BYTES}\n")
+    if tensor_bytes is not None:
+        config += f"# lanes-config roofline_tensor_bytes={tensor_bytes}\n"
+    (logs / "speed.log").write_text(config)
+    (logs / "speed.lane.json").write_text((TESTDATA / "llama_bench_cpu.json").read_text())
+    (logs / "speed.roofline_lane.json").write_text(json.dumps(_tests("CPU", None, tg, 673263904)))
+    (logs / "speed.roofline_lane.log").write_text(buffer_lines)
+    (logs / "speed.membw.json").write_text(json.dumps(
+        {"device": "host memory (read)", "threads": 2, "bytes_moved": int(gbs * 1e8), "statistic": "fastest",
+         "samples_ms": [100.0]}))
+    return logs
+
+
+# What llama-bench -v printed on the Intel Xeon (sapphirerapids) host: the mapping spans token_embd
+# and the layers; the AMX buffer holds copies of the layers' matrices and of output.weight.
+AMX_HOST_LINES = ("load_tensors:   CPU_Mapped model buffer size =   517.07 MiB\n"
+                  "load_tensors:          AMX model buffer size =   517.00 MiB\n")
+ZEN4_LINES = "load_tensors:   CPU_Mapped model buffer size =   642.07 MiB\n"
+
+
+def test_cpu_roofline_counts_an_amx_copy_and_the_mapping_it_was_made_from_once(tmp_path):
+    counts, m, problems, summary = speed.evaluate(_roofline_log(tmp_path, AMX_HOST_LINES, ROOFLINE_TENSOR_BYTES, 30.0, 20.7))
+    assert problems == [], problems
+    # Each weight once (673259520 B of tensors) less the row-gathered embedding; the issue's run
+    # counted 953228984 B (both buffers), 1.76x this.
+    assert counts["roofline_host_weight_bytes"] == ROOFLINE_TENSOR_BYTES - EMBEDDING_BYTES == 542187520
+    assert m["tg_roofline_fraction"] == pytest.approx(30.0 * 542187520 / 20.7e9)
+    assert "AMX 542113792 B copied out of the mapping" in summary and "mapped span not counted" in summary
+
+
+def test_cpu_roofline_on_zen4_is_the_mapped_buffer_less_the_embedding(tmp_path):
+    for tensor_bytes in (None, ROOFLINE_TENSOR_BYTES):  # the committed zen4 run logged no tensor bytes
+        counts, m, problems, _ = speed.evaluate(_roofline_log(tmp_path / str(tensor_bytes), ZEN4_LINES, tensor_bytes, 72.6, 41.0))
+        assert problems == [], problems
+        assert counts["roofline_host_weight_bytes"] == round(642.07 * 2**20) - EMBEDDING_BYTES == 542187192
+
+
+def test_cpu_roofline_refuses_extra_buffers_it_cannot_count_once(tmp_path):
+    # An extra buffer without the model's tensor bytes: which bytes are read once is unknowable.
+    problems = speed.evaluate(_roofline_log(tmp_path / "a", AMX_HOST_LINES, None, 30.0, 20.7))[2]
+    assert any("no roofline_tensor_bytes" in p for p in problems), problems
+    # Extra buffers larger than the model's tensors: a tensor counted twice.
+    twice = AMX_HOST_LINES + "load_tensors:   CPU_REPACK model buffer size =   400.00 MiB\n"
+    problems = speed.evaluate(_roofline_log(tmp_path / "b", twice, ROOFLINE_TENSOR_BYTES, 30.0, 20.7))[2]
+    assert any("a tensor counted twice" in p for p in problems), problems
+    # The issue's host figures with the bytes counted once still exceed that host's probe figure.
+    problems = speed.evaluate(_roofline_log(tmp_path / "c", AMX_HOST_LINES, ROOFLINE_TENSOR_BYTES, 41.46, 20.7))[2]
+    assert any("1.09 of the roofline" in p for p in problems), problems
