@@ -15,7 +15,7 @@ source "$repo/tools/device/remote_setup.sh"
 lanes_remote_python
 mkdir -p "$work/lanes"
 tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
-lanes_remote_models
+lanes_remote_cpu_models
 
 set +e
 python3 -m tools.runner.runner --lane=linux-x86_64-cpu \

@@ -10,6 +10,9 @@ carry=$(cd "$1" && pwd); out=$2; unpatched=${3:-}; model=${4:-}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-variants.XXXXXX)
 mkdir -p "$out" "$work/lanes"
+# shellcheck source=tools/device/remote_setup.sh
+source "$repo/tools/device/remote_setup.sh"
+lanes_remote_python
 tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
 lane=$work/lanes/cpu
 probe() {  # $1 label, then the probe's arguments

@@ -14,7 +14,17 @@ lanes_remote_python() {
 # enough to be memory-bandwidth bound: the GPU lanes' (2.0 B parameters, F16, ~4 GB) and the CPU
 # lane's (//tools/model:cpu_roofline_f16's shape, 0.67 GB). Made once per machine into
 # /tmp/lanes-stash/models, so runs on the same host use the same files.
-lanes_remote_models() {
+lanes_remote_models() {  # the embedded model and the GPU lanes' roofline model
+  lanes_remote_tiny || return 1
+  lanes_remote_synthetic "$models/roofline_f16.gguf" --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
+}
+
+lanes_remote_cpu_models() {  # the embedded model and the CPU lane's roofline model
+  lanes_remote_tiny || return 1
+  lanes_remote_synthetic "$models/cpu_roofline_f16.gguf" --n_layer 4 --n_embd 2048 --n_head 16 --n_head_kv 16 --n_ff 5632
+}
+
+lanes_remote_tiny() {
   models=/tmp/lanes-stash/models
   mkdir -p "$models"
   local tiny="$models/tiny_llama_f32.gguf"
@@ -27,8 +37,6 @@ lanes_remote_models() {
     mv "$tiny.tmp" "$tiny"
   fi
   echo "$(cat "$carry/tiny_llama_f32.sha256")  $tiny" | sha256sum -c - || return 1
-  lanes_remote_synthetic "$models/roofline_f16.gguf" --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
-  lanes_remote_synthetic "$models/cpu_roofline_f16.gguf" --n_layer 4 --n_embd 2048 --n_head 16 --n_head_kv 16 --n_ff 5632
 }
 
 lanes_remote_synthetic() {  # $1: the F16 model to make (kept while its digest holds), then its shape

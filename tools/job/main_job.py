@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import os
 import pathlib
 import shutil
 import socket
@@ -29,7 +30,7 @@ from tools.policy import dsse, keys
 from tools.policy import policy as policy_lib
 from tools.policy.errors import CertifyError
 from tools.runner import report as report_lib
-from tools.runner import run_lock, runner, speed_floors
+from tools.runner import op_oracle, run_lock, runner, speed_floors
 from tools.runner.config import CHECKS, RunnerConfig
 
 EMBEDDED_MODEL = "tools/model/tiny_llama_f32.gguf"
@@ -182,6 +183,12 @@ def run_job(opts: JobOptions) -> int:
         atomic_files.copy_file_atomic(workspace / COMMITTED_POLICY, policy_path)
 
     if opts.remote_run:
+        # A CPU run made elsewhere names the embedded model by a path of that host: the audit finds
+        # it here by its digest (op_oracle re-derives every node from the model).
+        embedded = pathlib.Path(EMBEDDED_MODEL).resolve()
+        if embedded.is_file():
+            known = os.environ.get(op_oracle.MODELS_ENV, "")
+            os.environ[op_oracle.MODELS_ENV] = os.pathsep.join(p for p in (known, str(embedded)) if p)
         staging, report = load_remote_run(pathlib.Path(opts.remote_run).resolve(), evidence, lane_id)
         try:
             print(report_lib.summary_table(report), flush=True)

@@ -367,3 +367,14 @@ def test_cpu_roofline_refuses_extra_buffers_it_cannot_count_once(tmp_path):
     # The host figures with the bytes counted once still exceed that host's probe figure.
     problems = speed.evaluate(_roofline_log(tmp_path / "c", AMX_HOST_LINES, ROOFLINE_TENSOR_BYTES, 41.46, 20.7))[2]
     assert any("1.09 of the roofline" in p for p in problems), problems
+
+
+def test_bandwidth_probe_runs_before_and_after_the_bench_pool_their_samples():
+    before = json.dumps({"bytes_moved": 1000000000, "statistic": "fastest", "samples_ms": [40.0, 35.0]})
+    after = json.dumps({"bytes_moved": 1000000000, "statistic": "fastest", "samples_ms": [25.0, 30.0]})
+    assert speed.parse_membw(before + "\n" + after + "\n") == pytest.approx(40.0)  # 1 GB in the fastest 25 ms
+    mixed = json.dumps({"bytes_moved": 2000000000, "statistic": "fastest", "samples_ms": [25.0]})
+    with pytest.raises(ValueError, match="different byte counts"):
+        speed.parse_membw(before + "\n" + mixed)
+    with pytest.raises(ValueError, match="no probe output"):
+        speed.parse_membw("\n")
