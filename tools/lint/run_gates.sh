@@ -133,6 +133,7 @@ exclude=(
   ':(exclude,glob)evidence/runs/**/logs/**'
   ':(exclude,glob)evidence/compat/**/logs/**'
   ':(exclude,glob)evidence/bench/**/logs/**'
+  ':(exclude,glob)evidence/amx/**/logs/**'
   ':(exclude,glob)evidence/ctest/**/ctest.log'
   ':(exclude,glob)tools/runner/testdata/**'
 )

@@ -26,10 +26,10 @@ import subprocess
 import time
 
 from proto import runner_report_pb2 as rpb
+from tools.runner import exits
 from tools.runner.context import RunContext
 from tools.runner.llama_server import SERVER_SIGINT_EXIT, LlamaServer, ServerError, parse_server_log
 from tools.runner.steps import Step
-from tools.runner import exits
 
 CR = rpb.CheckResult
 

@@ -34,7 +34,8 @@ import pathlib
 import re
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import config as config_lib, exits
+from tools.runner import config as config_lib
+from tools.runner import exits
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 

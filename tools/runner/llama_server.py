@@ -24,9 +24,9 @@ import time
 import urllib.error
 import urllib.request
 
+from tools.runner import exits
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
-from tools.runner import exits
 
 HOST = "127.0.0.1"
 

@@ -20,9 +20,9 @@ import numpy as np
 
 from proto import runner_report_pb2 as rpb
 from tools.model import reference_forward
+from tools.runner import exits
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
-from tools.runner import exits
 
 CR = rpb.CheckResult
 
