@@ -69,24 +69,36 @@ def _store(mnemonic: str, operands: list[str]) -> tuple[str, int, int] | None:
     return (m.group(2), int(m.group(1) or "0", 0), size) if size else None
 
 
-def unconfigured_tile_loads(object_path: pathlib.Path) -> tuple[int, list[str]]:
-    """(ldtilecfg count, those whose rows or colsb fields no narrower-than-64-byte store wrote first).
+_ZEROING = re.compile(r"^v?p?xor[a-z]*$")
+# Field bytes whose stores must come first: colsb[0..7] (the eight tiles ggml configures) and rows[0..7].
+COLSB_USED, ROWS_USED = (16, 32), (48, 56)
 
-    A 64-byte store is the struct's zero-initialisation: it writes rows/colsb, but only zeros.
+
+def unconfigured_tile_loads(object_path: pathlib.Path) -> tuple[int, list[str]]:
+    """(ldtilecfg count, those whose rows/colsb bytes no store in the same basic block wrote).
+
+    Counted: stores since the last branch, call or return, narrower than the 64-byte struct (its
+    zero-initialisation writes rows/colsb, but zeros), and not from a register zeroed in that block.
     """
     text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(object_path)], capture_output=True,
                           text=True, check=True).stdout
     loads, bad = 0, []
-    function, stores = "", []
+    function, stores, zeroed = "", [], set()
     for line in text.splitlines():
         f = _FUNCTION.match(line)
         if f:
-            function, stores = f.group(1), []
+            function, stores, zeroed = f.group(1), [], set()
             continue
         m = _INSN.match(line)
         if not m:
             continue
         address, mnemonic, operands = m.group(1), m.group(2), _operands(m.group(3))
+        if mnemonic.startswith(("j", "call", "ret")):
+            stores, zeroed = [], set()
+            continue
+        if _ZEROING.match(mnemonic) and len(operands) >= 2 and len(set(operands)) == 1:
+            zeroed.add(operands[0][1:])  # e.g. xmm0 (its ymm/zmm aliases are zero too)
+            continue
         if mnemonic == "ldtilecfg":
             loads += 1
             target = _MEMORY.match(operands[0]) if operands else None
@@ -95,16 +107,22 @@ def unconfigured_tile_loads(object_path: pathlib.Path) -> tuple[int, list[str]]:
                 continue
             base, offset = target.group(2), int(target.group(1) or "0", 0)
 
-            def written(field: tuple[int, int]) -> bool:
-                lo, hi = offset + field[0], offset + field[1]
-                return any(b == base and s < 64 and o < hi and o + s > lo for b, o, s in stores)
+            def covered(field: tuple[int, int]) -> bool:
+                need = set(range(offset + field[0], offset + field[1]))
+                for b, o, s in stores:
+                    if b == base:
+                        need -= set(range(o, o + s))
+                return not need
 
-            if not (written(COLSB) and written(ROWS)):
+            if not (covered(COLSB_USED) and covered(ROWS_USED)):
                 bad.append(f"{function}+{address}: ldtilecfg {m.group(3)} without its rows/colsb stores")
             stores = []
             continue
+        if operands and operands[-1].startswith("%"):  # a register written: zero no more
+            zeroed.discard(operands[-1][1:])
+            zeroed -= {f"{w}{operands[-1][4:]}" for w in ("xmm", "ymm", "zmm")} if operands[-1][2:4] == "mm" else set()
         store = _store(mnemonic, operands)
-        if store:
+        if store and store[2] < 64 and operands[0] != "$0x0" and operands[0][2:] not in {z[1:] for z in zeroed}:
             stores.append(store)
     return loads, bad
 
@@ -125,10 +143,25 @@ def _tile_config_unit(source: pathlib.Path) -> str:
             + "\nvoid lanes_configure_tiles() { ggml_tile_config_init(); }\n")
 
 
-@pytest.mark.parametrize("tree,expect_bad", [("pristine", True), ("src", False)])
-def test_the_check_fails_on_the_pristine_tree_and_passes_with_the_patch(tree, expect_bad, tmp_path):
+def _compiler() -> str:
     compiler = shutil.which("g++") or shutil.which("c++")
     assert compiler, "no C++ compiler (the CPU lane is built with the host's)"
+    return compiler
+
+
+def _header_declares_8_bytes() -> bool:
+    """The host compiler's _tile_loadconfig is GCC 12.2's asm with an 8-byte operand."""
+    header = subprocess.run([_compiler(), "-print-file-name=include/amxtileintrin.h"], capture_output=True,
+                            text=True).stdout.strip()
+    text = pathlib.Path(header).read_text() if header and pathlib.Path(header).is_file() else ""
+    return bool(re.search(r'ldtilecfg\\t%X0"\s*::\s*"m"\s*\(\*\(\(const void \*\*\)', text))
+
+
+@pytest.mark.parametrize("tree,expect_bad", [("pristine", True), ("src", False)])
+def test_the_check_fails_on_the_pristine_tree_and_passes_with_the_patch(tree, expect_bad, tmp_path):
+    compiler = _compiler()
+    if expect_bad and not _header_declares_8_bytes():
+        pytest.skip("this compiler's _tile_loadconfig is not the 8-byte asm: the pristine tree is not broken here")
     unit = tmp_path / "tile_config.cpp"
     unit.write_text(_tile_config_unit(LLAMA / tree / MMQ))
     obj = tmp_path / "tile_config.o"
@@ -163,4 +196,8 @@ def test_quantized_batches_run_on_amx_and_match_the_baseline(tmp_path):
     assert any(".b37." in k for k in amx), f"no multi-token AMX case computed: {sorted(outputs['sapphirerapids'])}"
     for key in amx:
         base = key.rsplit(".", 1)[0] + "." + probe.DEFAULT_BUFFER
-        assert cpu_variants.nmse(outputs["sapphirerapids"][key], outputs["x64"][base]) <= cpu_variants.MAX_NMSE, key
+        assert cpu_variants.nmse(outputs["sapphirerapids"][key], outputs["x64"][base]) <= cpu_variants.MAX_NMSE_VARIANT, key
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))

@@ -8,6 +8,8 @@ ggml_backend_load(), which refuses it (score 0) when the host's CPU cannot run i
 NOT_RUNNABLE. Every weight is quantized by libggml-base's reference quantizer (the same bytes for
 every variant), set into each buffer type the variant offers (its default one and its extra ones:
 CPU_REPACK's interleaved blocks, AMX's tiles), and multiplied by batches of 1 and more tokens.
+With --save_inputs the quantized bytes are saved too: the check dequantizes them with gguf-py, not
+with the lane, for its float64 reference.
 
 stdout: one `case <id> <status> [detail]` line per case (status: computed, unsupported, error),
 then `variant <name> score <score> buffer_types <names>`. Inputs are seeded from the case id, so
@@ -78,13 +80,6 @@ class _InitParams(ctypes.Structure):
     _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
 
 
-class _TypeTraits(ctypes.Structure):
-    _fields_ = [("type_name", ctypes.c_char_p), ("blck_size", ctypes.c_int64), ("blck_size_interleave", ctypes.c_int64),
-                ("type_size", ctypes.c_size_t), ("is_quantized", ctypes.c_bool),
-                ("to_float", ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float), ctypes.c_int64)),
-                ("from_float_ref", ctypes.c_void_p)]
-
-
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     P, I64, SZ = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t
     signatures = {
@@ -114,7 +109,6 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
         "ggml_nbytes": (SZ, [P]),
         "ggml_row_size": (SZ, [ctypes.c_int, I64]),
         "ggml_quantize_chunk": (SZ, [ctypes.c_int, P, P, I64, I64, I64, P]),
-        "ggml_get_type_traits": (ctypes.POINTER(_TypeTraits), [ctypes.c_int]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)
@@ -130,15 +124,6 @@ def quantize(ggml: ctypes.CDLL, type_name: str, values: np.ndarray) -> bytes:
     src = np.ascontiguousarray(values, dtype=np.float32)
     ggml.ggml_quantize_chunk(ggml_type, src.ctypes.data, out, 0, rows, per_row, None)
     return out.raw
-
-
-def dequantize(ggml: ctypes.CDLL, type_name: str, data: bytes, rows: int, per_row: int) -> np.ndarray:
-    """The float values a ggml type's bytes hold (libggml-base's to_float), for the float64 reference."""
-    out = np.empty(rows * per_row, dtype=np.float32)
-    traits = ggml.ggml_get_type_traits(GGML_TYPES[type_name]).contents
-    traits.to_float(ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p),
-                    out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), rows * per_row)
-    return out.reshape(rows, per_row)
 
 
 def mul_mat_inputs(case: Case) -> tuple[np.ndarray, np.ndarray]:
@@ -159,35 +144,25 @@ def flash_attn_inputs(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return q, k, v, mask
 
 
-def reference(ggml: ctypes.CDLL, case: Case) -> np.ndarray:
-    """The case in float64 from the weights' dequantized values: what the baseline is checked against."""
-    if case.op == "MUL_MAT":
-        w_values, x_values = mul_mat_inputs(case)
-        w = dequantize(ggml, case.weight_type, quantize(ggml, case.weight_type, w_values), MUL_MAT_N, MUL_MAT_K)
-        return x_values.astype(np.float64) @ w.astype(np.float64).T
-    q, k_values, v_values, mask = flash_attn_inputs(case)
-    rows = FA_KV_HEADS * FA_KV
-
-    def stored(values: np.ndarray) -> np.ndarray:
-        data = quantize(ggml, case.weight_type, values.reshape(rows, FA_HEAD_DIM))
-        return dequantize(ggml, case.weight_type, data, rows, FA_HEAD_DIM).reshape(values.shape).astype(np.float64)
-
-    k, v = stored(k_values), stored(v_values)
-    out = np.empty((case.batch, FA_HEADS, FA_HEAD_DIM))
-    for h in range(FA_HEADS):
-        kv_head = h // (FA_HEADS // FA_KV_HEADS)
-        scores = q[h].astype(np.float64) @ k[kv_head].T / np.sqrt(FA_HEAD_DIM) + mask.astype(np.float64)
-        weights = np.exp(scores - scores.max(axis=1, keepdims=True))
-        out[:, h, :] = (weights / weights.sum(axis=1, keepdims=True)) @ v[kv_head]
-    return out
-
-
 def _library(lib_dir: pathlib.Path, name: str) -> pathlib.Path:
     """lib_dir/name.so.0 (what a lane ships) or lib_dir/name.so (a build tree)."""
     for candidate in (lib_dir / f"{name}.so.0", lib_dir / f"{name}.so"):
         if candidate.exists():
             return candidate
     raise FileNotFoundError(f"{lib_dir}: no {name}.so.0 or {name}.so")
+
+
+def quantized_inputs(ggml: ctypes.CDLL, case: Case) -> dict[str, np.ndarray]:
+    """The bytes a case's weights (MUL_MAT's src0, FLASH_ATTN_EXT's K and V) were set from."""
+    def raw(values: np.ndarray) -> np.ndarray:
+        return np.frombuffer(quantize(ggml, case.weight_type, values), dtype=np.uint8)
+
+    if case.op == "MUL_MAT":
+        return {f"input.{case.inputs_id}.w": raw(mul_mat_inputs(case)[0])}
+    _, k, v, _ = flash_attn_inputs(case)
+    rows = FA_KV_HEADS * FA_KV
+    return {f"input.{case.inputs_id}.k": raw(k.reshape(rows, FA_HEAD_DIM)),
+            f"input.{case.inputs_id}.v": raw(v.reshape(rows, FA_HEAD_DIM))}
 
 
 class Variant:
@@ -284,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant_path", type=pathlib.Path, help="the variant's library itself (default: in VARIANT_DIR)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=pathlib.Path, required=True)
-    parser.add_argument("--reference", action="store_true",
-                        help="also save each default-buffer case in float64 (reference.<case id>): the baseline's check")
+    parser.add_argument("--save_inputs", action="store_true",
+                        help="also save the quantized bytes each case's weights were set from (input.<inputs id>.w/.k/.v): "
+                             "the check dequantizes them itself for its float64 reference")
     args = parser.parse_args(argv)
     path = args.variant_path or (args.variant_dir or args.lib_dir) / f"libggml-cpu-{args.variant}.so"
     try:
@@ -302,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"case {case.case_id} {status}", flush=True)
         if result is not None:
             outputs[case.case_id] = result
-        if args.reference and case.buffer == DEFAULT_BUFFER:
-            outputs[f"reference.{case.case_id}"] = reference(variant.ggml, case)
+        if args.save_inputs and case.buffer == DEFAULT_BUFFER:
+            outputs.update(quantized_inputs(variant.ggml, case))
     tmp = args.out.with_name(args.out.name + ".tmp.npz")
     np.savez(tmp, **outputs)
     tmp.replace(args.out)

@@ -41,8 +41,13 @@ def crashed(code: int) -> bool:
     return sig is not None and sig in (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE)
 
 
-def describe(code: int) -> str:
-    """`0`, `1`, or `-4 (SIGILL: illegal instruction: ...)`: the status with its signal named."""
+def describe(code: int | str | None) -> str:
+    """`0`, `1`, or `-4 (SIGILL: illegal instruction: ...)`: the status with its signal named.
+    A status read back from a log may be text; what is not a number is returned as it is."""
+    try:
+        code = int(code)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(code)
     sig = signal_of(code)
     if code >= 0 and code <= 128 or sig is None:
         return str(code)

@@ -599,11 +599,18 @@ def run_op_oracle(ctx, step) -> tuple[int, str]:
         if exits.crashed(res.exit_code):
             crashes.append(f"{EVAL_BIN} -fa {fa} exited {exits.describe(res.exit_code)}")
     step.result.exit_code = max(codes, key=abs)
+    text = step.log_path.read_text(encoding="utf-8", errors="replace")
     if crashes:
         # The oracle has nothing to compare once the lane died: say so instead of what the
-        # comparison of a cut-off output would report.
+        # comparison of a cut-off output would report; the figures of what it printed still stand,
+        # so that the audit re-derives the same ones.
+        try:
+            counts, metrics, _, _ = evaluate_log(text, cfg.model)
+            step.result.counts.update({k: int(v) for k, v in counts.items()})
+            step.result.metrics.update({k: float(v) for k, v in metrics.items()})
+        except (OracleLogError, ValueError, FileNotFoundError):
+            pass
         return CR.FAIL, "the lane crashed: " + "; ".join(crashes)
-    text = step.log_path.read_text(encoding="utf-8", errors="replace")
     try:
         counts, metrics, results, config = evaluate_log(text, cfg.model)
     except (OracleLogError, ValueError, FileNotFoundError) as err:

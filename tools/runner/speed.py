@@ -161,8 +161,8 @@ def parse_membw(text: str) -> float:
     the fastest sample when the probe says `"statistic": "fastest"` (cpu_membw.py: on a shared
     host other processes only ever slow a sample down, so the fastest is the capacity)."""
     runs = [json.loads(line) for line in text.splitlines() if line.strip()]
-    if not runs:
-        raise ValueError("membw: no probe output")
+    if not runs or not all(isinstance(r, dict) for r in runs):
+        raise ValueError("membw: no probe output, or a line that is not a JSON object")
     data = runs[0]
     # Several runs of one probe (before and after a bench) pool their samples.
     if any((r.get("bytes_moved"), r.get("statistic")) != (data.get("bytes_moved"), data.get("statistic")) for r in runs):
@@ -409,6 +409,8 @@ MAPPED_BUFFER = "CPU_Mapped"
 # An extra buffer (CPU_REPACK, AMX, ...) may hold a repacked copy at most this much larger than the
 # model's tensors (block interleaving and AMX compensation terms); more means bytes counted twice.
 MAX_EXTRA_BUFFER_GROWTH = 1.02
+# Buffer sizes are printed in MiB with 2 decimals (+-5 KiB each).
+BUFFER_SLACK = 1e-4
 
 
 def cpu_weight_bytes_read(buffer_lines: list[str], model_tensor_bytes: int) -> tuple[int, list[str], str]:
@@ -428,11 +430,16 @@ def cpu_weight_bytes_read(buffer_lines: list[str], model_tensor_bytes: int) -> t
             sizes[m.group(1)] = sizes.get(m.group(1), 0) + round(float(m.group(2)) * 1024 * 1024)
     mapped = sizes.pop(MAPPED_BUFFER, 0)
     copies = sum(sizes.values())
-    if not copies:
+    if model_tensor_bytes <= 0:  # a run that logged no tensor bytes: only the mapping can be counted
+        if copies:
+            return 0, [f"extra model buffers {sorted(sizes)} beside the mapping but no roofline_tensor_bytes "
+                       "logged: cannot tell which bytes are read once"], ""
         return mapped, [], f"{mapped} B mapped"
-    if model_tensor_bytes <= 0:
-        return 0, [f"extra model buffers {sorted(sizes)} beside the mapping but no roofline_tensor_bytes "
-                   "logged: cannot tell which bytes are read once"], ""
+    # The buffers must hold the model: a log that understates them would understate the roofline.
+    if mapped + copies < model_tensor_bytes * (1 - BUFFER_SLACK):
+        return 0, [f"model buffers of {mapped + copies} B cannot hold the model's {model_tensor_bytes} B of tensors"], ""
+    if not copies:
+        return model_tensor_bytes, [], f"{model_tensor_bytes} B of tensors, all in the {mapped} B mapping"
     if copies > model_tensor_bytes * MAX_EXTRA_BUFFER_GROWTH:
         return 0, [f"extra model buffers hold {copies} B, more than the model's {model_tensor_bytes} B of tensors: "
                    "a tensor counted twice"], ""

@@ -349,11 +349,20 @@ def test_cpu_roofline_counts_an_amx_copy_and_the_mapping_it_was_made_from_once(t
     assert "AMX 542113792 B copied out of the mapping" in summary and "mapped span not counted" in summary
 
 
-def test_cpu_roofline_on_zen4_is_the_mapped_buffer_less_the_embedding(tmp_path):
-    for tensor_bytes in (None, ROOFLINE_TENSOR_BYTES):  # the committed zen4 run logged no tensor bytes
-        counts, m, problems, _ = speed.evaluate(_roofline_log(tmp_path / str(tensor_bytes), ZEN4_LINES, tensor_bytes, 72.6, 41.0))
-        assert problems == [], problems
-        assert counts["roofline_host_weight_bytes"] == round(642.07 * 2**20) - EMBEDDING_BYTES == 542187192
+def test_cpu_roofline_on_zen4_is_the_model_less_the_embedding(tmp_path):
+    counts, _, problems, _ = speed.evaluate(_roofline_log(tmp_path / "a", ZEN4_LINES, ROOFLINE_TENSOR_BYTES, 72.6, 41.0))
+    assert problems == [], problems
+    assert counts["roofline_host_weight_bytes"] == ROOFLINE_TENSOR_BYTES - EMBEDDING_BYTES == 542187520
+    # A run that logged no tensor bytes (runner 0.2.0) is counted from its mapping.
+    counts, _, problems, _ = speed.evaluate(_roofline_log(tmp_path / "b", ZEN4_LINES, None, 72.6, 41.0))
+    assert problems == [], problems
+    assert counts["roofline_host_weight_bytes"] == round(642.07 * 2**20) - EMBEDDING_BYTES == 542187192
+
+
+def test_cpu_roofline_refuses_buffers_too_small_for_the_model(tmp_path):
+    small = "load_tensors:   CPU_Mapped model buffer size =   320.00 MiB\n"  # a log that understates the bytes
+    problems = speed.evaluate(_roofline_log(tmp_path, small, ROOFLINE_TENSOR_BYTES, 72.6, 41.0))[2]
+    assert any("cannot hold the model's 673259520 B" in p for p in problems), problems
 
 
 def test_cpu_roofline_refuses_extra_buffers_it_cannot_count_once(tmp_path):
