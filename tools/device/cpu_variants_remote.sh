@@ -26,7 +26,7 @@ probe() {  # $1 label, then the probe's arguments
 }
 {
   grep -m1 "model name" /proc/cpuinfo; grep -o -m1 -w "amx_tile\|amx_int8\|amx_bf16" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
-  probe x64 --variant x64 --reference
+  probe x64 --variant x64 --save_inputs
   probe sapphirerapids --variant sapphirerapids
   [ -n "$unpatched" ] && probe sapphirerapids-unpatched --variant sapphirerapids --variant_path "$unpatched"
   python3 - "$work" <<'PY'
