@@ -199,6 +199,21 @@ def test_a_failed_run_fails(real, model) -> None:
     assert counts["runs_failed"] == 1 and any("non-zero" in p for p in problems)
 
 
+def test_a_lane_killed_by_a_signal_is_reported_as_a_crash_not_as_what_its_output_lacks(real, model, tmp_path) -> None:
+    # Both eval-callback runs died of SIGILL (the AMX host's fault before patch 0005) after their
+    # first lines: the verdict names the crash and the signal, not the oracle's parse error.
+    cut = []
+    for block in real.split("\n$ ")[1:]:
+        head = block.split("\n")[:40]
+        cut.append("$ " + "\n".join(head) + "\n# exit -4 after 0.50s (SIGILL: illegal instruction)")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "op_oracle.log").write_text(real.split("\n$ ")[0] + "\n" + "\n".join(cut) + "\n")
+    problems = oo.problems(logs, model)
+    assert len(problems) == 1 and problems[0].startswith("the lane crashed: llama-eval-callback exited -4 (SIGILL: "), problems
+    assert problems[0].count("SIGILL") == 2  # both runs
+
+
 def test_tolerances_are_read_from_the_log(real, model) -> None:
     # The log states each op's tolerance and recompute uses it: with none left for float32 error
     # (print rounding only) SOFT_MAX fails, so the logged figure is the one that decided.
