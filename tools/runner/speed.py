@@ -165,8 +165,9 @@ def parse_membw(text: str) -> float:
         raise ValueError("membw: no probe output, or a line that is not a JSON object")
     data = runs[0]
     # Several runs of one probe (before and after a bench) pool their samples.
-    if any((r.get("bytes_moved"), r.get("statistic")) != (data.get("bytes_moved"), data.get("statistic")) for r in runs):
-        raise ValueError("membw: probe runs that moved different byte counts or used different statistics")
+    same = ("bytes_moved", "statistic", "threads", "device")
+    if any(tuple(r.get(k) for k in same) != tuple(data.get(k) for k in same) for r in runs):
+        raise ValueError("membw: probe runs that moved different byte counts, used different statistics, threads or devices")
     samples = [float(s) for r in runs for s in r["samples_ms"]]
     if not samples or min(samples) <= 0:
         raise ValueError("membw: no positive timing samples")
