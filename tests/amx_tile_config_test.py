@@ -34,10 +34,12 @@ VARIANT_FLAGS = ["-O3", "-fPIC", "-DNDEBUG", "-msse4.2", "-mf16c", "-mfma", "-mb
 _FUNCTION = re.compile(r"^[0-9a-f]+ <(.+)>:$")
 _INSN = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
 _MEMORY = re.compile(r"^(-?0x[0-9a-f]+|-?\d+)?\((%\w+)\)$")
-_REGISTER_BYTES = {"zmm": 64, "ymm": 32, "xmm": 16}
+_VECTOR = re.compile(r"^%([xyz])mm(\d+)$")
+_VECTOR_BYTES = {"x": 16, "y": 32, "z": 64}
+# General registers by width, narrowest names first (%al before %ax-like two-letter names).
+_GPR_BYTES = ((re.compile(r"^%(?:[a-d]l|[sd]il|[sb]pl|r\d+b)$"), 1), (re.compile(r"^%(?:r\d+d|e[a-z]{2})$"), 4),
+              (re.compile(r"^%(?:r\d+w|[a-z]{2})$"), 2), (re.compile(r"^%(?:r\d+|r[a-z]{2})$"), 8))
 _SUFFIX_BYTES = {"b": 1, "w": 2, "l": 4, "q": 8}
-# tile_config_t: palette_id, start_row, reserved[14], colsb[16] (uint16), rows[16] (uint8).
-COLSB, ROWS = (16, 48), (48, 64)
 
 
 def _operands(text: str) -> list[str]:
@@ -53,20 +55,25 @@ def _operands(text: str) -> list[str]:
     return out + [current.strip()] if current.strip() else out
 
 
-def _store(mnemonic: str, operands: list[str]) -> tuple[str, int, int] | None:
-    """(base register, offset, bytes) when the instruction stores to base+offset, else None."""
+def _register(operand: str) -> tuple[str, int] | None:
+    """(name, bytes) of a register operand; a vector register is named by its number, so that
+    %xmm0, %ymm0 and %zmm0 are one register."""
+    m = _VECTOR.match(operand)
+    if m:
+        return f"v{m.group(2)}", _VECTOR_BYTES[m.group(1)]
+    return next(((operand, n) for pattern, n in _GPR_BYTES if pattern.match(operand)), None)
+
+
+def _store(mnemonic: str, operands: list[str]) -> tuple[str, int, int, str] | None:
+    """(base register, offset, bytes, source) when the instruction stores to base+offset, else None."""
     if len(operands) != 2 or not mnemonic.startswith(("mov", "vmov")):
         return None
     m = _MEMORY.match(operands[1])
     if not m:
         return None
-    source = operands[0]
-    size = next((n for reg, n in _REGISTER_BYTES.items() if source.startswith(f"%{reg}")), 0)
-    if not size and source.startswith("%"):
-        size = 8 if source.startswith("%r") and not source[-1] in "dwb" else 4 if source.startswith("%e") or source.endswith("d") else 2
-    if not size:
-        size = _SUFFIX_BYTES.get(mnemonic[-1], 0)
-    return (m.group(2), int(m.group(1) or "0", 0), size) if size else None
+    source = _register(operands[0])
+    size = source[1] if source else _SUFFIX_BYTES.get(mnemonic[-1], 0)
+    return (m.group(2), int(m.group(1) or "0", 0), size, source[0] if source else operands[0]) if size else None
 
 
 _ZEROING = re.compile(r"^v?p?xor[a-z]*$")
@@ -96,8 +103,8 @@ def unconfigured_tile_loads(object_path: pathlib.Path) -> tuple[int, list[str]]:
         if mnemonic.startswith(("j", "call", "ret")):
             stores, zeroed = [], set()
             continue
-        if _ZEROING.match(mnemonic) and len(operands) >= 2 and len(set(operands)) == 1:
-            zeroed.add(operands[0][1:])  # e.g. xmm0 (its ymm/zmm aliases are zero too)
+        if _ZEROING.match(mnemonic) and len(operands) >= 2 and len(set(operands)) == 1 and _register(operands[0]):
+            zeroed.add(_register(operands[0])[0])
             continue
         if mnemonic == "ldtilecfg":
             loads += 1
@@ -109,7 +116,7 @@ def unconfigured_tile_loads(object_path: pathlib.Path) -> tuple[int, list[str]]:
 
             def covered(field: tuple[int, int]) -> bool:
                 need = set(range(offset + field[0], offset + field[1]))
-                for b, o, s in stores:
+                for b, o, s, _ in stores:
                     if b == base:
                         need -= set(range(o, o + s))
                 return not need
@@ -118,11 +125,11 @@ def unconfigured_tile_loads(object_path: pathlib.Path) -> tuple[int, list[str]]:
                 bad.append(f"{function}+{address}: ldtilecfg {m.group(3)} without its rows/colsb stores")
             stores = []
             continue
-        if operands and operands[-1].startswith("%"):  # a register written: zero no more
-            zeroed.discard(operands[-1][1:])
-            zeroed -= {f"{w}{operands[-1][4:]}" for w in ("xmm", "ymm", "zmm")} if operands[-1][2:4] == "mm" else set()
+        written = _register(operands[-1]) if operands else None
+        if written:  # a register written: zero no more
+            zeroed.discard(written[0])
         store = _store(mnemonic, operands)
-        if store and store[2] < 64 and operands[0] != "$0x0" and operands[0][2:] not in {z[1:] for z in zeroed}:
+        if store and store[2] < 64 and store[3] != "$0x0" and store[3] not in zeroed:
             stores.append(store)
     return loads, bad
 

@@ -15,12 +15,15 @@ source "$repo/tools/device/remote_setup.sh"
 lanes_remote_python
 tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
 lane=$work/lanes/cpu
+describe() {  # an exit status with its signal named (tools/runner/exits.py; a shell gives 128 + N)
+  python3 -c "import sys; sys.path.insert(0, sys.argv[1]); from tools.runner import exits; print(exits.describe(sys.argv[2]))" "$repo" "$1"
+}
 probe() {  # $1 label, then the probe's arguments
   local label=$1; shift
   python3 "$repo/tools/runner/cpu_variant_probe.py" --lib_dir "$lane/lib" --variant_dir "$lane/bin" \
     --threads 4 --out "$work/$label.npz" "$@" > "$out/probe.$label.txt" 2>&1
   local code=$?
-  echo "== $label: exit $code ($(python3 -c "import sys; sys.path.insert(0, '$repo'); from tools.runner import exits; print(exits.describe($code))"))"
+  echo "== $label: exit $(describe "$code")"
   grep -E "^variant |^case .* (unsupported|error)$" "$out/probe.$label.txt" | tail -3
   [ "$code" = 0 ] || tail -2 "$out/probe.$label.txt"
 }
@@ -60,7 +63,7 @@ if [ -n "$model" ]; then
       "$dir/bin/llama-completion" -m "$model" -p "$prompt" -n 32 --temp 0 -s 42 -b 512 -ub 512 -t 16 -no-cnv \
         > "$out/completion.$build.log" 2>&1
       code=$?
-      echo "exit $code ($(python3 -c "import sys; sys.path.insert(0, '$repo'); from tools.runner import exits; print(exits.describe(-($code - 128)) if $code > 128 else $code)"))"
+      echo "exit $(describe "$code")"
       grep -E "loaded CPU backend|AMX model buffer|CPU_REPACK model buffer|model buffer size|prompt eval time|eval time" "$out/completion.$build.log" | head -8
       [ "$code" = 0 ] && grep -v "^llama\|^load\|^print_info\|^common\|^main:\|^system_info\|^sampler\|^generate\|^build\|^\s*$" "$out/completion.$build.log" | tail -4
     done

@@ -55,6 +55,11 @@ class Case:
         return f"{self.op}.{self.weight_type}.b{self.batch}.{self.buffer}"
 
     @property
+    def default_case_id(self) -> str:
+        """The same case with its weight in the default buffer (what an extra buffer is compared with)."""
+        return dataclasses.replace(self, buffer=DEFAULT_BUFFER).case_id
+
+    @property
     def inputs_id(self) -> str:
         """Same numbers in every buffer type: only the placement differs."""
         return f"{self.op}.{self.weight_type}.b{self.batch}"

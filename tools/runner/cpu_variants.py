@@ -61,7 +61,6 @@ _VARIANT_FILE = re.compile(r"^libggml-cpu-([A-Za-z0-9_]+)\.so$")
 _SUMMARY = re.compile(r"^variant (\S+) score (\d+) buffer_types (\S+)$", re.MULTILINE)
 _NOT_RUNNABLE = re.compile(r"^variant (\S+) not_runnable: ", re.MULTILINE)
 _CASE = re.compile(r"^case (\S+) (start|computed|unsupported|error)$", re.MULTILINE)
-_EXIT_LINE = re.compile(r"^# exit ", re.MULTILINE)
 _NOT_APPLICABLE = "# lanes-config cpu_variants=not_applicable"
 
 
@@ -138,12 +137,6 @@ def _load_npz(path: pathlib.Path) -> dict[str, np.ndarray] | None:
         raise ValueError(f"{path.name}: not a probe output ({err})") from err
 
 
-def header_config(text: str) -> dict[str, str]:
-    """The runner's `# lanes-config` lines: those before the first command, never a tool's output."""
-    head = text.split("\n$ ", 1)[0] if not text.startswith("$ ") else ""
-    return log_blocks.config_values(head)
-
-
 def _case_statuses(name: str, output: str, cases: list[probe.Case]) -> tuple[dict[str, str], list[str]]:
     """Each case's status, when the probe's case lines are exactly the expected sequence
     (`start` then one status per case, in order); else the problems."""
@@ -157,19 +150,8 @@ def _case_statuses(name: str, output: str, cases: list[probe.Case]) -> tuple[dic
     return dict(statuses), []
 
 
-def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str], list[str]]:
-    """(counts, metrics, problems, table lines) from cpu_variants.log and the probes' .npz files."""
-    logs_dir = pathlib.Path(logs_dir)
-    text = log_blocks.read(logs_dir / f"{STEP}.log")
-    counts: dict[str, int] = {}
-    metrics: dict[str, float] = {}
-    problems: list[str] = []
-    table: list[str] = []
-    shipped = [v for v in header_config(text).get("variants", "").split(",") if v]
-    commands = log_blocks.commands(text)
-    if len(_EXIT_LINE.findall(text)) != len(commands):
-        problems.append(f"{len(_EXIT_LINE.findall(text))} exit lines for {len(commands)} commands: a command's "
-                        "output holds an exit line, so the log cannot say how that command ended")
+def _probe_runs(commands: list[log_blocks.Command], problems: list[str]) -> dict[str, log_blocks.Command]:
+    """The probe command of each variant; any other command, or a variant probed twice, is a problem."""
     runs: dict[str, log_blocks.Command] = {}
     for cmd in commands:
         name = log_blocks.flag_value(cmd.argv, "--variant")
@@ -181,105 +163,142 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         if name in runs:
             problems.append(f"variant {name} probed twice: a run is judged on one probe per variant")
         runs[name] = cmd
+    return runs
+
+
+def _bump(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
+def _ran(name: str, cmd: log_blocks.Command, logs_dir: pathlib.Path, counts: dict[str, int],
+         problems: list[str]) -> tuple[str, list[probe.Case], dict[str, str], dict[str, np.ndarray]]:
+    """How the probe ended ("not_runnable", "crashed", "unusable" or "ran") and, when it ran, its
+    cases, their statuses and its outputs."""
+    if cmd.exit_code == probe.NOT_RUNNABLE and not _CASE.search(cmd.output) and \
+            [m.group(1) for m in _NOT_RUNNABLE.finditer(cmd.output)] == [name]:
+        if name == BASELINE:
+            problems.append(f"the baseline {BASELINE} is not runnable: nothing to compare with")
+        counts[f"variant.{name}.not_runnable"] = 1
+        return "not_runnable", [], {}, {}
+    if cmd.exit_code != 0:
+        started = [m.group(1) for m in _CASE.finditer(cmd.output) if m.group(2) == "start"]
+        where = f" in case {started[-1]}" if started else ""
+        problems.append(f"variant {name}: the lane crashed{where}: probe exited "
+                        f"{exits.describe(cmd.exit_code) if cmd.exit_code is not None else '(no exit status logged)'}")
+        return "crashed", [], {}, {}
+    summaries = list(_SUMMARY.finditer(cmd.output))
+    buffers = summaries[0].group(3).split(",") if len(summaries) == 1 and summaries[0].group(1) == name else []
+    missing_buffers = sorted(set(EXPECTED_EXTRA[name]) - set(buffers))
+    if not buffers or missing_buffers:
+        problems.append(f"variant {name}: " + (f"lacks the extra buffers {missing_buffers}" if buffers
+                                               else "no single summary line naming its buffers"))
+        return "unusable", [], {}, {}
+    cases = probe.cases_for([b for b in buffers if b != probe.DEFAULT_BUFFER])
+    statuses, sequence_problems = _case_statuses(name, cmd.output, cases)
+    data = _load_npz(logs_dir / f"{STEP}.{name}.npz")
+    if sequence_problems or data is None:
+        problems += sequence_problems or [f"variant {name}: exit 0 without its {STEP}.{name}.npz"]
+        return "unusable", [], {}, {}
+    counts[f"variant.{name}.score"] = int(summaries[0].group(2))
+    want_keys = {c.case_id for c in cases if statuses[c.case_id] == "computed"}
+    got_keys = {k for k in data if not k.startswith("input.")}
+    if got_keys != want_keys:
+        problems.append(f"variant {name}: {STEP}.{name}.npz holds {len(got_keys)} outputs for {len(want_keys)} "
+                        f"computed cases (extra {sorted(got_keys - want_keys)[:3]}, missing {sorted(want_keys - got_keys)[:3]})")
+    return "ran", cases, statuses, data
+
+
+def _expected_output(name: str, case: probe.Case, data: dict[str, np.ndarray], baseline: dict[str, np.ndarray],
+                     problems: list[str]) -> tuple[np.ndarray | None, float, str]:
+    """(what the case must compute, its NMSE bound, against what): the baseline's default-buffer
+    cases against float64, everything else against the baseline's default-buffer output."""
+    if name == BASELINE and case.buffer == probe.DEFAULT_BUFFER:
+        want, weights_error = reference(case, data)
+        if not weights_error <= MAX_QUANT_NMSE[case.weight_type]:
+            problems.append(f"variant {name} {case.case_id}: its weights' bytes hold other numbers than the "
+                            f"seeded ones (NMSE {weights_error:.3g})")
+        return want, MAX_NMSE_REFERENCE, "float64"
+    if name == BASELINE:  # an extra buffer of the baseline vs its own default buffer
+        return data.get(case.default_case_id), MAX_NMSE_REFERENCE, "float64"
+    return baseline.get(case.default_case_id), MAX_NMSE_VARIANT, BASELINE
+
+
+def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str], list[str]]:
+    """(counts, metrics, problems, table lines) from cpu_variants.log and the probes' .npz files."""
+    logs_dir = pathlib.Path(logs_dir)
+    text = log_blocks.read(logs_dir / f"{STEP}.log")
+    counts: dict[str, int] = {}
+    metrics: dict[str, float] = {}
+    problems: list[str] = []
+    shipped = [v for v in log_blocks.runner_config(text).get("variants", "").split(",") if v]
+    commands = log_blocks.commands(text)
+    stray = log_blocks.stray_exit_lines(text)
+    if stray:
+        problems.append(f"{len(commands) + stray} exit lines for {len(commands)} commands: a command's "
+                        "output holds an exit line, so the log cannot say how that command ended")
+    runs = _probe_runs(commands, problems)
     if not shipped or sorted(runs) != sorted(shipped):
         problems.append(f"the probes ({', '.join(sorted(runs))}) are not the variants the lane ships "
                         f"({', '.join(shipped) or 'none logged'})")
     if BASELINE not in runs:
-        return counts, metrics, problems + [f"no probe of the baseline variant {BASELINE}"], table
+        return counts, metrics, problems + [f"no probe of the baseline variant {BASELINE}"], []
     outputs: dict[str, dict[str, np.ndarray]] = {}
-    runnable = crashed = 0
+    ended: dict[str, int] = {}
     for name in [BASELINE] + sorted(n for n in runs if n != BASELINE):
-        cmd = runs[name]
         if name not in EXPECTED_EXTRA:
             problems.append(f"variant {name}: not in the table of what the pinned tree's variants support")
             continue
-        if cmd.exit_code == probe.NOT_RUNNABLE and not _CASE.search(cmd.output) and \
-                [m.group(1) for m in _NOT_RUNNABLE.finditer(cmd.output)] == [name]:
-            if name == BASELINE:
-                problems.append(f"the baseline {BASELINE} is not runnable: nothing to compare with")
-            counts[f"variant.{name}.not_runnable"] = 1
+        how, cases, statuses, data = _ran(name, runs[name], logs_dir, counts, problems)
+        _bump(ended, how)
+        if how != "ran":
             continue
-        if cmd.exit_code != 0:
-            crashed += 1
-            started = [m.group(1) for m in _CASE.finditer(cmd.output) if m.group(2) == "start"]
-            where = f" in case {started[-1]}" if started else ""
-            problems.append(f"variant {name}: the lane crashed{where}: probe exited "
-                            f"{exits.describe(cmd.exit_code) if cmd.exit_code is not None else '(no exit status logged)'}")
-            continue
-        summaries = list(_SUMMARY.finditer(cmd.output))
-        buffers = summaries[-1].group(3).split(",") if len(summaries) == 1 and summaries[0].group(1) == name else []
-        missing_buffers = sorted(set(EXPECTED_EXTRA[name]) - set(buffers))
-        if not buffers or missing_buffers:
-            problems.append(f"variant {name}: " + (f"lacks the extra buffers {missing_buffers}" if buffers
-                                                   else "no single summary line naming its buffers"))
-            continue
-        extra = [b for b in buffers if b != probe.DEFAULT_BUFFER]
-        cases = probe.cases_for(extra)
-        statuses, sequence_problems = _case_statuses(name, cmd.output, cases)
-        data = _load_npz(logs_dir / f"{STEP}.{name}.npz")
-        if sequence_problems or data is None:
-            problems += sequence_problems or [f"variant {name}: exit 0 without its {STEP}.{name}.npz"]
-            continue
-        runnable += 1
-        counts[f"variant.{name}.score"] = int(summaries[0].group(2))
         outputs[name] = data
-        want_keys = {c.case_id for c in cases if statuses[c.case_id] == "computed"}
-        got_keys = {k for k in data if not k.startswith("input.")}
-        if got_keys != want_keys:
-            problems.append(f"variant {name}: {STEP}.{name}.npz holds {len(got_keys)} outputs for {len(want_keys)} "
-                            f"computed cases (extra {sorted(got_keys - want_keys)[:3]}, missing {sorted(want_keys - got_keys)[:3]})")
         for case in cases:
             key = f"variant.{name}.{case.op}"
             status = statuses[case.case_id]
             expected = case.buffer == probe.DEFAULT_BUFFER or case.weight_type in EXPECTED_EXTRA[name].get(case.buffer, ())
             if status == "unsupported" and not expected:
-                counts[f"{key}.unsupported"] = counts.get(f"{key}.unsupported", 0) + 1
+                _bump(counts, f"{key}.unsupported")
                 continue
-            counts[f"{key}.evaluated"] = counts.get(f"{key}.evaluated", 0) + 1
+            _bump(counts, f"{key}.evaluated")
             got = data.get(case.case_id)
             if got is not None and got.shape != expected_shape(case):
                 got = None
-            if name == BASELINE:
-                want, weights_error = reference(case, data) if case.buffer == probe.DEFAULT_BUFFER else (None, 0.0)
-                if case.buffer != probe.DEFAULT_BUFFER:  # an extra buffer of the baseline vs its default buffer
-                    want = data.get(probe.Case(case.op, case.weight_type, case.batch, probe.DEFAULT_BUFFER).case_id)
-                bound, against = MAX_NMSE_REFERENCE, "float64"
-                if not weights_error <= MAX_QUANT_NMSE[case.weight_type]:
-                    problems.append(f"variant {name} {case.case_id}: its weights' bytes hold other numbers than the "
-                                    f"seeded ones (NMSE {weights_error:.3g})")
-            else:
-                base = outputs.get(BASELINE, {})
-                want = base.get(probe.Case(case.op, case.weight_type, case.batch, probe.DEFAULT_BUFFER).case_id)
-                bound, against = MAX_NMSE_VARIANT, BASELINE
+            want, bound, against = _expected_output(name, case, data, outputs.get(BASELINE, {}), problems)
             error = nmse(got, want) if status == "computed" else float("inf")
             metrics[f"variant.{name}.{case.case_id}.nmse"] = error
             if error <= bound:
-                counts[f"{key}.passed"] = counts.get(f"{key}.passed", 0) + 1
+                _bump(counts, f"{key}.passed")
                 continue
-            counts[f"{key}.failed"] = counts.get(f"{key}.failed", 0) + 1
+            _bump(counts, f"{key}.failed")
             why = (f"{status}" + (" although the pinned tree supports it there" if status == "unsupported" else "")
                    if status != "computed" else "no output of the expected shape" if got is None
                    else f"NMSE {error:.3g} vs {against} > {bound:g}")
             problems.append(f"variant {name} {case.case_id}: {why}")
     counts["variants_shipped"] = len(runs)
-    counts["variants_runnable"] = runnable
-    counts["variants_crashed"] = crashed
+    counts["variants_runnable"] = ended.get("ran", 0)
+    counts["variants_crashed"] = ended.get("crashed", 0)
     loaded = log_blocks.config_values(log_blocks.read(logs_dir / "preflight.log")).get("cpu_variant")
     if not loaded:
         problems.append("preflight logged no cpu_variant: which variant the host loads is unknown")
     elif loaded not in outputs:
         problems.append(f"the loaded variant {loaded} (preflight) was not evaluated")
+    return counts, metrics, problems, _table(outputs, counts)
+
+
+def _table(outputs: dict[str, dict[str, np.ndarray]], counts: dict[str, int]) -> list[str]:
+    table = []
     for name in outputs:
         for op in sorted({k.split(".")[2] for k in counts if k.startswith(f"variant.{name}.") and k.endswith(".evaluated")}):
             key = f"variant.{name}.{op}"
             table.append(f"{name:15s} {op:15s} evaluated {counts.get(key + '.evaluated', 0):3d}  passed "
                          f"{counts.get(key + '.passed', 0):3d}  failed {counts.get(key + '.failed', 0):3d}  "
                          f"unsupported {counts.get(key + '.unsupported', 0):3d}")
-    return counts, metrics, problems, table
+    return table
 
 
 def _not_applicable(logs_dir: pathlib.Path) -> bool:
-    return header_config(log_blocks.read(pathlib.Path(logs_dir) / f"{STEP}.log")).get("cpu_variants") == "not_applicable"
+    return log_blocks.runner_config(log_blocks.read(pathlib.Path(logs_dir) / f"{STEP}.log")).get("cpu_variants") == "not_applicable"
 
 
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:

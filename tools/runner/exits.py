@@ -48,7 +48,13 @@ def describe(code: int | str | None) -> str:
         code = int(code)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return str(code)
+    text = meaning(code)
+    return f"{code} ({text})" if text else str(code)
+
+
+def meaning(code: int) -> str:
+    """`SIGILL: illegal instruction: ...` for a status that is a signal, else empty."""
     sig = signal_of(code)
-    if code >= 0 and code <= 128 or sig is None:
-        return str(code)
-    return f"{code} ({sig.name}: {_LIKELY_CAUSE.get(sig, signal.strsignal(sig) or 'signal')})"
+    if sig is None:
+        return ""
+    return f"{sig.name}: {_LIKELY_CAUSE.get(sig, signal.strsignal(sig) or 'signal')}"

@@ -11,7 +11,7 @@ import pathlib
 import re
 import shlex
 
-_EXIT = re.compile(r"^# exit (-?\d+) after")
+_EXIT = re.compile(r"^# exit (-?\d+) after", re.MULTILINE)
 _CONFIG = re.compile(r"^# lanes-config (\S+?)=(.*)$", re.MULTILINE)
 # Step.run / llama_server / speed write `$ <shlex.join(argv)>` and, for commands whose output goes
 # to a file of its own, an annotation after two spaces: `  (log: x.server.log)`, `  (stdout: ...)`.
@@ -64,6 +64,19 @@ def commands(log_text: str) -> list[Command]:
 def config_values(log_text: str) -> dict[str, str]:
     """`# lanes-config key=value` lines: the configured inputs (floors, tolerances) a step used."""
     return {m.group(1): m.group(2).strip() for m in _CONFIG.finditer(log_text)}
+
+
+def runner_config(log_text: str) -> dict[str, str]:
+    """The config lines the runner wrote before the step's first command: a tool's output, which
+    follows its `$` line, cannot add to them or override them."""
+    head = "" if log_text.startswith("$ ") else log_text.split("\n$ ", 1)[0]
+    return config_values(head)
+
+
+def stray_exit_lines(log_text: str) -> int:
+    """Exit lines beyond one per command: a tool that printed `# exit ...` itself, which would end its
+    block early (commands() takes the first) and hide how it really ended."""
+    return len(_EXIT.findall(log_text)) - len(commands(log_text))
 
 
 def read(path: pathlib.Path) -> str:

@@ -133,21 +133,19 @@ def device_weight_bytes(log_text: str, backend: str) -> tuple[int, int, list[str
     load is summed (llama-bench keeps the model loaded across tests with the same parameters).
     """
     pattern = re.compile(_DEVICE_BUFFER.get(backend, r"(?!)") + r"$")
-    device = host = 0
-    lines: list[str] = []
-    seen: set[str] = set()
+    buffers = model_buffers(log_text)
+    device = sum(nbytes for name, nbytes, _ in buffers if pattern.match(name))
+    return device, sum(nbytes for _, nbytes, _ in buffers) - device, [line for _, _, line in buffers]
+
+
+def model_buffers(log_text: str) -> list[tuple[str, int, str]]:
+    """(buffer name, bytes, line) of each load_tensors buffer line of the first model load."""
+    buffers: list[tuple[str, int, str]] = []
     for m in _BUFFER_LINE.finditer(log_text):
-        name = m.group(1)
-        if name in seen:  # a second load of the same model
+        if any(m.group(1) == name for name, _, _ in buffers):  # a second load of the same model
             break
-        seen.add(name)
-        nbytes = round(float(m.group(2)) * 1024 * 1024)
-        lines.append(m.group(0).strip())
-        if pattern.match(name):
-            device += nbytes
-        else:
-            host += nbytes
-    return device, host, lines
+        buffers.append((m.group(1), round(float(m.group(2)) * 1024 * 1024), m.group(0).strip()))
+    return buffers
 
 
 def parse_offloaded(log_text: str) -> tuple[int, int] | None:
@@ -388,20 +386,18 @@ def _membw_gbs(logs_dir: pathlib.Path, problems: list[str], what: str) -> float 
         return None
 
 
-def rows_only_bytes(model: pathlib.Path) -> int:
+def tensor_sizes(model: pathlib.Path) -> dict[str, int]:
+    """Each tensor's bytes in the GGUF (one read of its header for every figure below)."""
+    import gguf  # heavy import, only for the roofline model
+
+    return {t.name: int(t.n_bytes) for t in gguf.GGUFReader(model, "r").tensors}
+
+
+def rows_only_bytes(model: pathlib.Path | dict[str, int]) -> int:
     """Bytes of the token embedding when the model has a separate output matrix: token generation
     reads one row of it per token, not all of it (with tied embeddings the output matmul reads it)."""
-    import gguf  # heavy import, only for the roofline model
-
-    sizes = {t.name: int(t.n_bytes) for t in gguf.GGUFReader(model, "r").tensors}
+    sizes = model if isinstance(model, dict) else tensor_sizes(model)
     return sizes.get("token_embd.weight", 0) if "output.weight" in sizes else 0
-
-
-def tensor_bytes(model: pathlib.Path) -> int:
-    """The model's tensor data, each tensor once (the GGUF header and alignment padding excluded)."""
-    import gguf  # heavy import, only for the roofline model
-
-    return sum(int(t.n_bytes) for t in gguf.GGUFReader(model, "r").tensors)
 
 
 # The CPU backend's buffer over the memory-mapped model file. Its size is the span of the file that
@@ -414,7 +410,7 @@ MAX_EXTRA_BUFFER_GROWTH = 1.02
 BUFFER_SLACK = 1e-4
 
 
-def cpu_weight_bytes_read(buffer_lines: list[str], model_tensor_bytes: int) -> tuple[int, list[str], str]:
+def cpu_weight_bytes_read(buffers: list[tuple[str, int, str]], model_tensor_bytes: int) -> tuple[int, list[str], str]:
     """(bytes of weights read per token before the row-gathered exclusion, problems, how counted).
 
     Each weight byte is counted once. With only the mapping (the zen4 path) that is the mapped buffer.
@@ -424,11 +420,7 @@ def cpu_weight_bytes_read(buffer_lines: list[str], model_tensor_bytes: int) -> t
     size says nothing here: it spans the copied tensors too (the AMX host's log showed 517.07 MiB
     mapped beside 517.00 MiB of AMX copies of the same weights).
     """
-    sizes: dict[str, int] = {}
-    for line in buffer_lines:
-        m = _BUFFER_LINE.match(line)
-        if m:
-            sizes[m.group(1)] = sizes.get(m.group(1), 0) + round(float(m.group(2)) * 1024 * 1024)
+    sizes = {name: nbytes for name, nbytes, _ in buffers}
     mapped = sizes.pop(MAPPED_BUFFER, 0)
     copies = sum(sizes.values())
     if model_tensor_bytes <= 0:  # a run that logged no tensor bytes: only the mapping can be counted
@@ -464,15 +456,15 @@ def _cpu_roofline(logs_dir, cfg, m, counts, problems, summary) -> str:
         return summary
     problems += [f"roofline bench: {p}" for p in backend_problems(big_tests, "cpu", False)]
     m["roofline_tg_tokens_per_s"] = bench_figures(big_tests).get("tg_tokens_per_s", 0.0)
-    _, _, lines = device_weight_bytes(big_log, "cpu")
+    buffers = model_buffers(big_log)
     rows_only = int(fnum_cfg(cfg, "roofline_rows_only_bytes"))
-    read, read_problems, how = cpu_weight_bytes_read(lines, int(fnum_cfg(cfg, "roofline_tensor_bytes")))
+    read, read_problems, how = cpu_weight_bytes_read(buffers, int(fnum_cfg(cfg, "roofline_tensor_bytes")))
     problems += [f"roofline bench log: {p}" for p in read_problems]
     weights = read - rows_only
     counts["roofline_host_weight_bytes"], counts["roofline_rows_only_bytes"] = weights, rows_only
     if weights <= 0:
         if not read_problems:
-            problems.append(f"roofline bench log: no model buffer lines ({lines})")
+            problems.append("roofline bench log: no model buffer lines")
         return summary
     bw = _membw_gbs(logs_dir, problems, "host memory")
     if bw is None:
@@ -567,8 +559,9 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
     if cfg.upstream_dir is not None and _bench(ctx, step, UPSTREAM, bench_command(ctx, cfg.upstream_dir, accel)) != 0:
         failures.append("llama-bench on the upstream-default build failed")
     if not accel and cfg.roofline_model is not None:
-        step.log(f"# lanes-config roofline_rows_only_bytes={rows_only_bytes(cfg.roofline_model)}")
-        step.log(f"# lanes-config roofline_tensor_bytes={tensor_bytes(cfg.roofline_model)}")
+        sizes = tensor_sizes(cfg.roofline_model)
+        step.log(f"# lanes-config roofline_rows_only_bytes={rows_only_bytes(sizes)}")
+        step.log(f"# lanes-config roofline_tensor_bytes={sum(sizes.values())}")
         # The probe runs just before and just after the bench: a shared host's bandwidth moves within
         # seconds (measured on a zen4 VM: 26 to 42 GB/s), and its capacity is the fastest sample of
         # the window the bench ran in, not of a moment after it.

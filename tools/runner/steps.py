@@ -170,7 +170,7 @@ class Step:
         # which then saw no exit status at all (the cancellation and op_oracle CI flakes).
         self._log.write(text if not text or text.endswith("\n") else text + "\n")
         code = proc.returncode if not timed_out else 124
-        signal_named = f" ({exits.describe(code).split(' ', 1)[1][1:-1]})" if exits.signal_of(code) and code < 0 else ""
+        signal_named = f" ({exits.meaning(code)})" if code < 0 and exits.meaning(code) else ""
         self.log(f"# exit {code} after {seconds:.2f}s" + (f" (timed out at {timeout_s:.0f}s)" if timed_out else signal_named))
         return CommandResult(argv, code, text, seconds, timed_out)
 
