@@ -48,7 +48,7 @@ exec sleep 120
 
 def _driver(root: pathlib.Path) -> None:
     from proto import runner_report_pb2 as rpb
-    from tools.evidence import atomic_files
+    from tools.core import atomic_files
     from tools.job import main_job
     from tools.runner import artifact_integrity, runner
 
@@ -366,7 +366,7 @@ def test_read_only_evidence(env):
 def test_atomic_write_enospc_leaves_nothing(tmp_path, monkeypatch):
     import errno
 
-    from tools.evidence import atomic_files
+    from tools.core import atomic_files
     target = tmp_path / "record.json"
     target.write_text("old")
 
@@ -381,7 +381,7 @@ def test_atomic_write_enospc_leaves_nothing(tmp_path, monkeypatch):
 
 def test_interrupted_dir_swap_is_restored(tmp_path):
     """The non-Linux two-rename path killed between its renames: the next sweep puts the old dir back."""
-    from tools.evidence import atomic_files
+    from tools.core import atomic_files
     (tmp_path / "runs").mkdir()
     old = tmp_path / "runs" / ".cpu.lanes-old-p999999999s1-abcd"
     old.mkdir()

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping
 import pytest
 
 # Lowest first. A package may import only packages at its own position or before it.
-STAGES = ("proto", "evidence", "model", "ctest", "runner", "bench", "audit", "compat", "policy", "certify", "publish",
+STAGES = ("core", "proto", "evidence", "model", "ctest", "runner", "bench", "audit", "compat", "policy", "certify", "publish",
           "admission", "matrix", "job")
 
 # Edges from an earlier stage to a later one that are known and waiting for a fix in a file the

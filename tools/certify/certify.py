@@ -14,7 +14,7 @@ from google.protobuf import json_format
 
 from proto import certification_pb2, runner_report_pb2
 from tools.certify import intoto, records
-from tools.evidence import atomic_files
+from tools.core import atomic_files
 from tools.policy import dsse, keys, safe_io, timestamps
 from tools.policy import policy as policy_lib
 from tools.policy.errors import CertifyError, IncompleteReportError, UnknownKeyError, UnreadableInputError

@@ -23,7 +23,8 @@ from proto import runner_report_pb2
 from tools.admission import policy_edit
 from tools.audit import audit
 from tools.certify import certify, records
-from tools.evidence import atomic_files, build_evidence, run_readme
+from tools.core import atomic_files
+from tools.evidence import build_evidence, run_readme
 from tools.matrix import matrix_view
 from tools.model import model_store
 from tools.policy import dsse, keys

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-from tools.evidence import atomic_files
+from tools.core import atomic_files
 from tools.matrix import capability_matrix, certification_status
 
 

@@ -10,7 +10,7 @@ import socket
 from google.protobuf import json_format
 
 from proto import runner_report_pb2 as rpb
-from tools.evidence import atomic_files
+from tools.core import atomic_files
 from tools.evidence.build_evidence import sha256_file
 
 CR = rpb.CheckResult

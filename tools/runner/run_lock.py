@@ -40,7 +40,7 @@ import tempfile
 import time
 import uuid
 
-from tools.evidence.process_identity import same_process, start_time
+from tools.core.process_identity import same_process, start_time
 
 LOCK_DIR_ENV = "LANES_RUNNER_LOCK_DIR"
 RUN_ID_ENV = "LANES_RUN_ID"
@@ -51,7 +51,7 @@ STAGING_RE = re.compile(r"^lanes-(?:runner|remote-run|run-[A-Za-z0-9_.-]+?)-p(\d
 _LINUX = sys.platform.startswith("linux")
 
 
-# ---- process identity (tools/evidence/process_identity.py: the evidence writer needs it too) -----
+# ---- process identity (tools/core/process_identity.py) -----
 
 def cmdline(pid: int) -> list[str]:
     try:

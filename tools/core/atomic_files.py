@@ -24,7 +24,8 @@ import sys
 import tempfile
 from collections.abc import Callable
 
-from tools.evidence import process_identity as proc_info  # pid + start time
+from tools.core import process_identity as proc_info  # pid + start time
+from tools.core.errors import UnwritableOutputError
 
 _TMP_MARK = ".lanes-tmp-"
 _OLD_MARK = ".lanes-old-"
@@ -41,7 +42,7 @@ _CLEAR_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EROFS: "read
 test_hook: Callable[[str, pathlib.Path], None] | None = None
 
 
-class AtomicWriteError(OSError):
+class AtomicWriteError(UnwritableOutputError, OSError):
     """A file or directory under evidence/ could not be written; nothing partial was left."""
 
     def __init__(self, path: os.PathLike | str, err: OSError):
