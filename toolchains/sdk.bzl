@@ -10,7 +10,7 @@ def sdk_for_lane(lane, sdks, host):
     A lane for another OS or CPU than this host is UNAVAILABLE whatever SDKs are installed.
 
     Args:
-      lane: a lane of the spec (lanes/lanes.bzl).
+      lane: a lane of the spec (lanes/private/lanes.bzl).
       sdks: SDKS of @lane_sdks//:sdks.bzl.
       host: HOST of @lane_sdks//:sdks.bzl.
     Returns:
