@@ -152,6 +152,7 @@ def llama_ctest(name, lane_id, heavy = False, lane = None, visibility = None):
         build_args = ["--parallel", "8"],
         generate_args = ["-GNinja"],
         tags = tags,
+        visibility = ["//visibility:private"],
     )
     ctest_bundle(
         name = name,

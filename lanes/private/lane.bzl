@@ -174,6 +174,7 @@ def llama_lane(name, lane_id, heavy = False, lane = None, visibility = ["//visib
         build_args = _PARALLEL,
         generate_args = ["-GNinja"],
         tags = tags,
+        visibility = ["//visibility:private"],
     )
     cmake(
         name = alias + "_llama",
@@ -191,6 +192,7 @@ def llama_lane(name, lane_id, heavy = False, lane = None, visibility = ["//visib
         build_args = _PARALLEL,
         generate_args = ["-GNinja"],
         tags = tags,
+        visibility = ["//visibility:private"],
     )
     lane_bundle(
         name = alias,
