@@ -7,12 +7,19 @@ import sys
 
 import pytest
 
+from tools.runner import lane_spec
+
 LANES = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), "lanes", "lanes")
 
 
 @pytest.fixture(scope="module")
-def spec():
-    return json.loads((LANES / "spec.json").read_text())["lanes"]
+def full_spec():
+    return json.loads((LANES / "spec.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def spec(full_spec):
+    return full_spec["lanes"]
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +62,36 @@ def test_unavailable_always_says_why(spec, availability):
     for lane_id, lane in spec.items():
         if lane["os"] != host["os"].split(" ")[0]:
             assert availability["lanes"][lane_id]["status"] == "UNAVAILABLE"
+
+
+def test_spec_matches_its_lane_schema(full_spec):
+    schema = full_spec["lane_schema"]
+    assert lane_spec.schema_problems(full_spec["lanes"], schema) == []
+    # What the runner reads of a lane is all in the schema (one field list for both sides).
+    read = {"alias", "os", "arch", "backend", "sdk", "targets", "log_evidence", "ggml_libs", "fixture_ops",
+            "op_coverage", "cpu_variants", "ctest"}
+    assert read <= set(schema), sorted(read - set(schema))
+    assert lane_spec.load_lane(LANES / "spec.json", "cpu").lane_id == "linux-x86_64-cpu"
+
+
+def _altered_spec(tmp_path, full_spec, change):
+    altered = json.loads(json.dumps(full_spec))
+    change(altered["lanes"]["linux-x86_64-cuda"])
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(altered))
+    return path
+
+
+@pytest.mark.parametrize("change, named", [
+    (lambda lane: lane.update(log_evidence_v2=[]), "field log_evidence_v2 is not in the LaneSpec schema"),
+    (lambda lane: lane.pop("targets"), "required field targets is missing"),
+    (lambda lane: lane.update(rpc="yes"), "field rpc is a str, the schema says bool"),
+    (lambda lane: lane.update(ggml_libs=["ggml", 1]), "field ggml_libs is a list of other than strings"),
+])
+def test_a_lane_off_the_schema_is_refused(tmp_path, full_spec, change, named):
+    path = _altered_spec(tmp_path, full_spec, change)
+    with pytest.raises(lane_spec.LaneSpecError, match="linux-x86_64-cuda: " + named):
+        lane_spec.load_lane(path, "cpu")
 
 
 if __name__ == "__main__":

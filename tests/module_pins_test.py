@@ -3,10 +3,13 @@
 Both files and the module extensions they use are read as text: Starlark's syntax is a subset of
 Python's, so `ast` parses them. Checked:
   - every repository rule WORKSPACE calls is called by a module extension tag with equal attributes
-    (llama.cpp commit, archive sha256, sdist, strip_prefix, patch list and series; the lock files;
-    the CUDA, SDK and Vulkan repositories), and the other way round;
+    (llama.cpp commit, archive sha256, sdist, strip_prefix and patch series; the lock files;
+    the CUDA, SDK and Vulkan repositories), and the other way round; a `**CONSTANT` loaded from a
+    .bzl counts as the attributes it holds;
+  - the pinned rules (PINNED) take their pin from the one shared constant on both sides, and
+    neither side writes one of its attributes itself;
   - each tag wraps the same repository rule (same .bzl file, same symbol) and declares exactly the
-    rule's public attributes;
+    rule's public attributes, less those the extension supplies from a constant;
   - every in-repo stand-in of WORKSPACE (third_party/offline) is replaced by a bazel_dep, every
     WORKSPACE repository is visible (use_repo), every WORKSPACE toolchain is registered;
   - a requirement hash written in MODULE.bazel or an extension (none today: they name the lock
@@ -56,6 +59,13 @@ def label_path(label):
     return f"{pkg}/{name}" if pkg else name
 
 
+# Repository rules whose pin is one constant that WORKSPACE and the module extension both load.
+PINNED = {
+    ("//third_party/llama_cpp:llama_cpp_archive.bzl", "llama_cpp_archive"):
+        ("//third_party/llama_cpp:pin.bzl", "LLAMA_CPP_PIN"),
+}
+
+
 def _literal(node, consts=None):
     if isinstance(node, ast.Name) and consts is not None and node.id in consts:
         return consts[node.id]
@@ -86,8 +96,41 @@ def _loads(tree):
     return out
 
 
-def _macro_calls(text, symbol, filename):
-    """The repository rule calls in `def symbol():` of a .bzl (a WORKSPACE macro), else None."""
+def constant_value(texts, bzl, symbol):
+    """The literal value of `symbol = ...` in the .bzl `bzl`, or None when that file was not read."""
+    text = (texts or {}).get(bzl)
+    if text is None:
+        return None
+    consts = _constants(ast.parse(text, bzl))
+    if symbol not in consts:
+        raise ValueError(f"{bzl} has no constant {symbol}")
+    return ast.literal_eval(consts[symbol])
+
+
+def _spread(call, loads, texts):
+    """(attrs, sources): the attributes of each `**NAME` of a call, NAME a constant loaded from a .bzl."""
+    attrs, sources = {}, []
+    for kw in call.keywords:
+        if kw.arg is not None:
+            continue
+        if not (isinstance(kw.value, ast.Name) and kw.value.id in loads):
+            continue  # a local dict (e.g. a tag's attributes passed on): not a shared pin
+        source = loads[kw.value.id]
+        sources.append(source)
+        attrs.update(constant_value(texts, *source) or {})
+    return attrs, sources
+
+
+def _call_attrs(call, loads, texts):
+    """(attrs, literal keyword names, spread sources) of a repository rule call."""
+    literal = {kw.arg: _literal(kw.value) for kw in call.keywords if kw.arg is not None}
+    attrs, sources = _spread(call, loads, texts)
+    return {**attrs, **literal}, set(literal), sources
+
+
+def _macro_calls(text, symbol, filename, texts=None):
+    """The repository rule calls in `def symbol():` of a .bzl (a WORKSPACE macro), else None:
+    [(rule, attrs, literal keyword names, spread sources)]."""
     tree = ast.parse(text, filename)
     loads = _loads(tree)
     for stmt in tree.body:
@@ -95,7 +138,7 @@ def _macro_calls(text, symbol, filename):
             calls = []
             for node in ast.walk(stmt):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in loads:
-                    calls.append((loads[node.func.id], {kw.arg: _literal(kw.value) for kw in node.keywords}))
+                    calls.append((loads[node.func.id], *_call_attrs(node, loads, texts)))
             return calls
     return None
 
@@ -106,18 +149,20 @@ def workspace_macro_files(text):
 
 
 def parse_workspace(text, macro_texts=None):
-    """WORKSPACE -> dict(repos={(rule label, rule symbol, name): attrs}, local_repositories, toolchains).
+    """WORKSPACE -> dict(repos={(rule label, rule symbol, name): attrs}, local_repositories, toolchains,
+    pin_use={repo key: (literal keyword names, spread sources)}).
 
     A call of a loaded macro (a `def` in a .bzl of macro_texts) counts as the repository rule calls
-    in its body, e.g. vulkan_repositories() as its two debian_packages(...)."""
+    in its body, e.g. vulkan_repositories() as its two debian_packages(...); `**NAME` of a constant
+    loaded from a .bzl of macro_texts counts as its attributes."""
     tree = ast.parse(text, "WORKSPACE")
     loads = _loads(tree)
-    repos, local, toolchains = {}, {}, []
+    repos, local, toolchains, pin_use = {}, {}, [], {}
     for _, call in _calls(tree):
         if not isinstance(call.func, ast.Name):
             continue
         fn = call.func.id
-        kwargs = {kw.arg: _literal(kw.value) for kw in call.keywords}
+        kwargs, literal, sources = _call_attrs(call, loads, macro_texts)
         if fn == "local_repository":
             local[kwargs["name"]] = kwargs["path"]
         elif fn == "register_toolchains":
@@ -126,12 +171,15 @@ def parse_workspace(text, macro_texts=None):
             bzl, symbol = loads[fn]
             expanded = None
             if macro_texts and macro_texts.get(bzl) is not None:
-                expanded = _macro_calls(macro_texts[bzl], symbol, bzl)
-            for (rule_bzl, rule_symbol), attrs in expanded if expanded is not None else [((bzl, symbol), kwargs)]:
+                expanded = _macro_calls(macro_texts[bzl], symbol, bzl, macro_texts)
+            if expanded is None:
+                expanded = [((bzl, symbol), kwargs, literal, sources)]
+            for (rule_bzl, rule_symbol), attrs, literal_names, spread in expanded:
                 attrs = dict(attrs)
                 name = attrs.pop("name")
                 repos[(rule_bzl, rule_symbol, name)] = attrs
-    return {"repos": repos, "local_repositories": local, "toolchains": toolchains}
+                pin_use[(rule_bzl, rule_symbol, name)] = (literal_names - {"name"}, spread)
+    return {"repos": repos, "local_repositories": local, "toolchains": toolchains, "pin_use": pin_use}
 
 
 def parse_module(text):
@@ -181,8 +229,10 @@ def _kw(call, name):
     return None
 
 
-def parse_extension(text, filename="extension.bzl"):
-    """An extension .bzl -> {extension name: {tag: dict(rule=(bzl, symbol), attrs={...})}}."""
+def parse_extension(text, filename="extension.bzl", constant_texts=None):
+    """An extension .bzl -> {extension name: {tag: dict(rule=(bzl, symbol), attrs={...}, supplied={...},
+    sources=[...])}}: `supplied` are the attributes the extension passes from loaded constants
+    (`**NAME`, read from constant_texts), `sources` those constants."""
     tree = ast.parse(text, filename)
     loads = _loads(tree)
     consts = _constants(tree)
@@ -199,17 +249,23 @@ def parse_extension(text, filename="extension.bzl"):
         for key, value in zip(tag_classes.keys, tag_classes.values):
             tag = _literal(key)
             tc = consts[value.id] if isinstance(value, ast.Name) else value
-            tags[tag] = {"attrs": _dict_keys(_kw(tc, "attrs"), consts), "rule": None}
+            tags[tag] = {"attrs": _dict_keys(_kw(tc, "attrs"), consts), "rule": None, "supplied": {}, "sources": []}
         # Which loaded repository rule each `for tag in mod.tags.<tag>` loop calls.
         for node in ast.walk(impl):
             if (isinstance(node, ast.For) and isinstance(node.iter, ast.Attribute)
                     and isinstance(node.iter.value, ast.Attribute) and node.iter.value.attr == "tags"):
                 tag = node.iter.attr
-                called = {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call)
-                          and isinstance(n.func, ast.Name) and n.func.id in loads}
+                rule_calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)
+                              and isinstance(n.func, ast.Name) and n.func.id in loads]
+                called = {n.func.id for n in rule_calls}
                 if len(called) != 1:
                     raise ValueError(f"{filename}: the loop over tags.{tag} calls {sorted(called)}, not one repository rule")
-                tags.setdefault(tag, {"attrs": set(), "rule": None})["rule"] = loads[called.pop()]
+                entry = tags.setdefault(tag, {"attrs": set(), "rule": None, "supplied": {}, "sources": []})
+                entry["rule"] = loads[called.pop()]
+                for rule_call in rule_calls:
+                    supplied, sources = _spread(rule_call, loads, constant_texts)
+                    entry["supplied"].update(supplied)
+                    entry["sources"] += sources
         out[target] = tags
     return out
 
@@ -245,7 +301,7 @@ def compare_repositories(workspace, module, extensions):
         if tag is None or tag["rule"] is None:
             findings.append(f"MODULE.bazel: {ext_name}.{t['tag']}(...) is not a tag of {ext_bzl} that calls a repository rule")
             continue
-        attrs = dict(t["attrs"])
+        attrs = {**tag["supplied"], **t["attrs"]}
         name = attrs.pop("name", None)
         key = (tag["rule"][0], tag["rule"][1], name)
         if key in module_repos:
@@ -275,11 +331,44 @@ def compare_tag_classes(extensions, rule_texts):
                 bzl, symbol = tag["rule"]
                 if bzl not in rule_texts:
                     continue
-                want = rule_attrs(rule_texts[bzl], symbol, bzl)
+                want = rule_attrs(rule_texts[bzl], symbol, bzl) - set(tag["supplied"])
                 if tag["attrs"] != want:
                     findings.append(
                         f"{ext_bzl} {ext_name}.{tag_name} wraps {symbol} ({bzl}) but its attributes differ: "
                         f"missing {sorted(want - tag['attrs'])}, extra {sorted(tag['attrs'] - want)}")
+    return findings
+
+
+def compare_pin_sources(workspace, module, extensions):
+    """Findings: a pinned rule (PINNED) whose pin is not the shared constant on both sides, or one
+    of whose pinned attributes a side writes itself."""
+    findings = []
+    for (bzl, symbol, name), (literal, sources) in sorted(workspace["pin_use"].items()):
+        pin = PINNED.get((bzl, symbol))
+        if pin is None:
+            continue
+        where = f'WORKSPACE {symbol}(name = "{name}")'
+        if sources != [pin]:
+            findings.append(f"{where} does not take its pin from **{pin[1]} of {pin[0]} (it spreads {sources})")
+        overridden = sorted(literal & set(workspace["repos"][(bzl, symbol, name)]) - {"urls"})
+        if overridden:
+            findings.append(f"{where} writes {overridden} itself; the pin is {pin[0]}'s alone")
+    for ext_bzl, exts in sorted(extensions.items()):
+        for ext_name, tags in sorted(exts.items()):
+            for tag_name, tag in sorted(tags.items()):
+                pin = PINNED.get(tag["rule"])
+                if pin is not None and tag["sources"] != [pin]:
+                    findings.append(f"{ext_bzl} {ext_name}.{tag_name} does not take its pin from **{pin[1]} "
+                                    f"of {pin[0]} (it spreads {tag['sources']})")
+    for t in module["tags"]:
+        ext_bzl, ext_name = t["extension"]
+        tag = extensions.get(ext_bzl, {}).get(ext_name, {}).get(t["tag"])
+        if tag is None or PINNED.get(tag["rule"]) is None:
+            continue
+        written = sorted(set(t["attrs"]) & set(tag["supplied"]))
+        if written:
+            findings.append(f"MODULE.bazel {ext_name}.{t['tag']}(...) writes {written}; the pin is "
+                            f"{PINNED[tag['rule']][0]}'s alone")
     return findings
 
 
@@ -334,13 +423,14 @@ def check(workspace_text, module_text, extension_texts, rule_texts, lock_texts):
     WORKSPACE macros' .bzl files) are keyed by label."""
     workspace = parse_workspace(workspace_text, rule_texts)
     module = parse_module(module_text)
-    extensions = {bzl: parse_extension(text, bzl) for bzl, text in extension_texts.items()}
+    extensions = {bzl: parse_extension(text, bzl, rule_texts) for bzl, text in extension_texts.items()}
     findings = []
     for bzl, _ in set(module["extensions"].values()):
         if bzl not in extensions:
             findings.append(f"MODULE.bazel uses {bzl}, which could not be read")
     findings += compare_repositories(workspace, module, extensions)
     findings += compare_tag_classes(extensions, rule_texts)
+    findings += compare_pin_sources(workspace, module, extensions)
     findings += compare_module_structure(workspace, module)
     locks = {label: lock_entries(text) for label, text in lock_texts.items()}
     findings += compare_inlined_hashes({"MODULE.bazel": module_text, **extension_texts}, locks)
@@ -368,12 +458,15 @@ def repository_texts():
     extension_texts = {k: v for k, v in extension_texts.items() if v is not None}
     rule_texts, lock_texts = {}, {}
     for bzl, text in extension_texts.items():
-        for tags in parse_extension(text, bzl).values():
-            for tag in tags.values():
-                rule_bzl = tag["rule"][0]
-                rule_texts.setdefault(rule_bzl, _read(rule_bzl))
+        # Every .bzl an extension loads: its repository rules and the constants it spreads.
+        for loaded_bzl, _ in _loads(ast.parse(text, bzl)).values():
+            rule_texts.setdefault(loaded_bzl, _read(loaded_bzl))
     for bzl in workspace_macro_files(workspace_text):
         rule_texts.setdefault(bzl, _read(bzl))
+        # What a macro loads: the rules it calls and the constants it spreads.
+        if rule_texts[bzl] is not None:
+            for loaded_bzl, _ in _loads(ast.parse(rule_texts[bzl], bzl)).values():
+                rule_texts.setdefault(loaded_bzl, _read(loaded_bzl))
     rule_texts = {k: v for k, v in rule_texts.items() if v is not None}
     for (bzl, _, _), attrs in parse_workspace(workspace_text, rule_texts)["repos"].items():
         rule_texts.setdefault(bzl, _read(bzl))
@@ -471,28 +564,87 @@ def _replace(text, old, new):
 
 
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+PIN_BZL = "//third_party/llama_cpp:pin.bzl"
+PIN_LOAD = 'load("//third_party/llama_cpp:pin.bzl", "LLAMA_CPP_PIN")'
+EXTENSION_BZL = "//third_party/bzlmod:llama_cpp.bzl"
+WORKSPACE_MACRO = "//third_party/llama_cpp:repositories.bzl"
+
+
+def _other_pin(texts, side, old, new):
+    """Findings when `side` ("workspace" or "module") loads a copy of pin.bzl with old -> new."""
+    copy = "//third_party/llama_cpp:pin_copy.bzl"
+    rule_texts = dict(texts[3])
+    rule_texts[copy] = _replace(rule_texts[PIN_BZL], old, new)
+    load_copy = PIN_LOAD.replace(":pin.bzl", ":pin_copy.bzl")
+    workspace_text, module_text, extension_texts, _, lock_texts = texts
+    if side == "workspace":
+        rule_texts[WORKSPACE_MACRO] = _replace(rule_texts[WORKSPACE_MACRO], PIN_LOAD, load_copy)
+    else:
+        extension_texts = dict(extension_texts)
+        extension_texts[EXTENSION_BZL] = _replace(extension_texts[EXTENSION_BZL], PIN_LOAD, load_copy)
+    findings = check(workspace_text, module_text, extension_texts, rule_texts, lock_texts)
+    return [f for f in findings if VULKAN_RULE not in f]
+
+
+def _not_from_the_pin(findings):
+    return [f for f in findings if "does not take its pin from **LLAMA_CPP_PIN of " + PIN_BZL in f]
+
+
+def test_both_sides_read_the_one_pin(texts):
+    workspace = parse_workspace(texts[0], texts[3])
+    key = ("//third_party/llama_cpp:llama_cpp_archive.bzl", "llama_cpp_archive", "llama_cpp")
+    assert workspace["pin_use"][key] == (set(), [(PIN_BZL, "LLAMA_CPP_PIN")])
+    assert workspace["repos"][key]["commit"] == COMMIT
+    assert "patches" not in workspace["repos"][key]  # the stack is the series file's alone
+    tag = parse_extension(texts[2][EXTENSION_BZL], EXTENSION_BZL, texts[3])["llama_cpp"]["archive"]
+    assert tag["sources"] == [(PIN_BZL, "LLAMA_CPP_PIN")] and tag["supplied"]["commit"] == COMMIT
 
 
 def test_a_different_llama_cpp_commit_is_named(texts):
-    findings = _altered(texts, module=(COMMIT, "1" * 40))
-    assert len(findings) == 1 and "llama_cpp_archive" in findings[0] and "commit differs" in findings[0]
-    assert COMMIT in findings[0] and "1" * 40 in findings[0]
+    findings = _other_pin(texts, "module", COMMIT, "1" * 40)
+    differs = [f for f in findings if "commit differs" in f]
+    assert len(differs) == 1 and "llama_cpp_archive" in differs[0]
+    assert COMMIT in differs[0] and "1" * 40 in differs[0]
+    assert len(_not_from_the_pin(findings)) == 1 and len(findings) == 2, findings
 
 
 def test_a_different_archive_sha256_is_named(texts):
     sha = parse_workspace(texts[0], texts[3])["repos"][("//third_party/llama_cpp:llama_cpp_archive.bzl",
                                                 "llama_cpp_archive", "llama_cpp")]["sha256"]
-    findings = _altered(texts, workspace=(sha, "0" * 64))
-    assert len(findings) == 1 and "sha256 differs" in findings[0]
+    findings = _other_pin(texts, "workspace", sha, "0" * 64)
+    assert len([f for f in findings if "sha256 differs" in f]) == 1
+    assert len(_not_from_the_pin(findings)) == 1 and len(findings) == 2, findings
 
 
 def test_a_different_sdist_is_named(texts):
-    findings = _altered(texts, module=("llama-cpp-python==0.3.36", "llama-cpp-python==0.3.35"))
-    assert len(findings) == 1 and "pypi_sdist differs" in findings[0] and "0.3.35" in findings[0]
+    findings = _other_pin(texts, "module", "llama-cpp-python==0.3.36", "llama-cpp-python==0.3.35")
+    differs = [f for f in findings if "pypi_sdist differs" in f]
+    assert len(differs) == 1 and "0.3.35" in differs[0]
+    assert len(findings) == 2, findings
+
+
+def test_a_pin_written_out_in_workspace_is_named(texts):
+    literal = ", ".join(f"{k} = {v!r}" for k, v in constant_value(texts[3], PIN_BZL, "LLAMA_CPP_PIN").items())
+    findings = _altered(texts, rule=(WORKSPACE_MACRO, "**LLAMA_CPP_PIN", literal.replace(COMMIT, "2" * 40)))
+    assert len([f for f in findings if "commit differs" in f and "2" * 40 in f]) == 1
+    assert len(_not_from_the_pin(findings)) == 1
+    assert any("writes ['commit', 'patch_series', 'pypi_sdist', 'sha256', 'strip_prefix'] itself" in f
+               for f in findings), findings
+    assert len(findings) == 3, findings
+
+
+def test_a_pin_attribute_written_in_module_bazel_is_named(texts):
+    findings = _altered(texts, module=('llama_cpp.archive(name = "llama_cpp")',
+                                       f'llama_cpp.archive(name = "llama_cpp", commit = "{"3" * 40}")'))
+    assert any("commit differs" in f and "3" * 40 in f for f in findings), findings
+    assert any("llama_cpp.archive(...) writes ['commit']" in f for f in findings), findings
 
 
 def test_a_missing_patch_is_named(texts):
-    findings = _altered(texts, module=('        "//third_party/llama_cpp/patches:0004-ggml-vulkan-old-headers.patch",\n', ""))
+    """A patch list written beside the series (here in MODULE.bazel) is a second list: named."""
+    stack = '"//third_party/llama_cpp/patches:0004-ggml-vulkan-old-headers.patch"'
+    findings = _altered(texts, module=('llama_cpp.archive(name = "llama_cpp")',
+                                       f'llama_cpp.archive(name = "llama_cpp", patches = [{stack}])'))
     assert len(findings) == 1 and "patches differs" in findings[0] and "0004" in findings[0]
 
 

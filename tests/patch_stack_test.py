@@ -48,5 +48,14 @@ def test_series_and_files_must_agree(tmp_path):
         patch_stack.read_series(broken)
 
 
+def test_a_series_entry_without_its_file_is_named(tmp_path):
+    broken = tmp_path / "patches"
+    shutil.copytree(_patches(), broken)
+    with (broken / "series").open("a") as series:
+        series.write("0099-missing-file.patch\n")
+    with pytest.raises(patch_stack.PatchStackError, match="0099-missing-file.patch.*list every patch once"):
+        patch_stack.read_series(broken)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

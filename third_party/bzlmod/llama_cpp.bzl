@@ -2,27 +2,22 @@
 
 MODULE.bazel:
     llama_cpp = use_extension("//third_party/bzlmod:llama_cpp.bzl", "llama_cpp")
-    llama_cpp.archive(name = "llama_cpp", commit = ..., sha256 = ..., ...)
+    llama_cpp.archive(name = "llama_cpp")
     use_repo(llama_cpp, "llama_cpp")
 
-The `archive` tag takes the attributes of the WORKSPACE `llama_cpp_archive(...)` call, so the pin
-(commit, sha256, sdist, strip_prefix, patch stack) is written literally in MODULE.bazel and
-//tests:module_pins_test compares it with WORKSPACE. Bazel 4.2.3 never loads this file.
+The pin comes from //third_party/llama_cpp:pin.bzl, which WORKSPACE loads too, and the patch stack
+from patches/series (read by the repository rule), so neither is written here or in MODULE.bazel.
+`urls` may point the same pinned tree at another archive. Bazel 4.2.3 never loads this file.
 """
 
 load("//third_party/llama_cpp:llama_cpp_archive.bzl", "llama_cpp_archive")
+load("//third_party/llama_cpp:pin.bzl", "LLAMA_CPP_PIN")
 
 _archive = tag_class(
-    doc = "One llama_cpp_archive repository; the attributes are the repository rule's.",
+    doc = "One llama_cpp_archive repository of the pin in //third_party/llama_cpp:pin.bzl.",
     attrs = {
-        "commit": attr.string(mandatory = True),
         "name": attr.string(mandatory = True),
-        "patch_series": attr.label(mandatory = True, allow_single_file = True),
-        "patches": attr.label_list(allow_files = [".patch"]),
-        "pypi_sdist": attr.string(),
-        "sha256": attr.string(mandatory = True),
-        "strip_prefix": attr.string(mandatory = True),
-        "urls": attr.string_list(),
+        "urls": attr.string_list(doc = "an archive of the same tree; overrides the pin's sdist"),
     },
 )
 
@@ -35,13 +30,8 @@ def _llama_cpp_impl(module_ctx):
             seen[tag.name] = mod.name
             llama_cpp_archive(
                 name = tag.name,
-                commit = tag.commit,
-                patch_series = tag.patch_series,
-                patches = tag.patches,
-                pypi_sdist = tag.pypi_sdist,
-                sha256 = tag.sha256,
-                strip_prefix = tag.strip_prefix,
                 urls = tag.urls,
+                **LLAMA_CPP_PIN
             )
 
     # Hash-pinned: the lock file may record the result.

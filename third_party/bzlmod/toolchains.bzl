@@ -30,9 +30,7 @@ _toolkit = tag_class(
 _detect = tag_class(
     doc = "One lane_sdks repository; the attributes are the repository rule's.",
     attrs = {
-        "cuda_lock": attr.label(allow_single_file = True),
         "name": attr.string(mandatory = True),
-        "vulkan_lock": attr.label(allow_single_file = True),
     },
 )
 
@@ -57,7 +55,7 @@ cuda = module_extension(
 def _lane_sdks_impl(module_ctx):
     for mod in module_ctx.modules:
         for tag in mod.tags.detect:
-            _lane_sdks_rule(name = tag.name, **_set(tag, ["cuda_lock", "vulkan_lock"]))
+            _lane_sdks_rule(name = tag.name)
     return module_ctx.extension_metadata(root_module_direct_deps = "all", root_module_direct_dev_deps = [])
 
 lane_sdks = module_extension(

@@ -5,6 +5,8 @@ commit; pip fetches it by name (no index host is written here) and the rule chec
 With `urls` set (e.g. the upstream archive of the same commit) Bazel's downloader is used instead;
 the evidence records which source was used.
 
+The pin's values are in //third_party/llama_cpp:pin.bzl, the stack's order in patches/series.
+
 Layout of @llama_cpp:
   pristine/   the pinned tree exactly as archived (the patch test checks the stack against it)
   src/        the same tree with the patch stack applied (what lanes build)
@@ -88,7 +90,30 @@ def _fetch_sdist(rctx):
         fail("llama_cpp_archive: expected one sdist in _archive, found {}".format(files))
     return files[0], "pypi-sdist:" + rctx.attr.pypi_sdist
 
+def _patch_files(rctx):
+    """[(name, path)] in `series` order: the series is the only list of the stack.
+
+    Every entry must be a file beside the series and every .patch there must be listed once, so a
+    patch is added by one series line plus its file."""
+    series_label = rctx.attr.patch_series
+    names = [line.strip() for line in rctx.read(series_label).splitlines()]
+    names = [line for line in names if line and not line.startswith("#")]
+    patches_dir = rctx.path(series_label).dirname
+    present = sorted([f.basename for f in patches_dir.readdir() if f.basename.endswith(".patch")])
+    if sorted(names) != present or len(names) != len({n: True for n in names}):
+        fail("llama_cpp_archive: the series file {} lists {}, {} holds {}; list every patch once".format(
+            series_label,
+            names,
+            patches_dir,
+            present,
+        ))
+
+    # Through the label, so Bazel re-runs this rule when a patch's contents change.
+    return [(name, rctx.path(series_label.relative(name))) for name in names]
+
 def _impl(rctx):
+    # First: resolving a label may restart this function, so before the archive is fetched.
+    patches_by_name = _patch_files(rctx)
     if rctx.attr.urls:
         rctx.download(rctx.attr.urls, output = "_archive/source.tar.gz", sha256 = rctx.attr.sha256)
         archive, source_uri = rctx.path("_archive/source.tar.gz"), rctx.attr.urls[0]
@@ -119,18 +144,9 @@ def _impl(rctx):
     rctx.delete("_unpacked")
     rctx.delete("_archive")
 
-    series = [line.strip() for line in rctx.read(rctx.attr.patch_series).splitlines()]
-    series = [line for line in series if line and not line.startswith("#")]
-    by_name = {p.name: p for p in rctx.attr.patches}
-    if sorted(series) != sorted(by_name.keys()):
-        fail("llama_cpp_archive: `patches` {} and the series file {} disagree; list every patch once in both".format(
-            sorted(by_name.keys()),
-            series,
-        ))
     patches = []
     patch_error = ""
-    for name in series:
-        path = rctx.path(by_name[name])
+    for name, path in patches_by_name:
         if not patch_error:
             res = rctx.execute(["patch", "-p1", "--batch", "--forward", "--fuzz=0", "-d", "src", "-i", str(path)])
             if res.return_code != 0:
@@ -172,12 +188,15 @@ def _impl(rctx):
 llama_cpp_archive = repository_rule(
     implementation = _impl,
     attrs = {
-        "commit": attr.string(mandatory = True),
-        "patch_series": attr.label(mandatory = True, allow_single_file = True),
-        "patches": attr.label_list(allow_files = [".patch"]),
+        "commit": attr.string(mandatory = True, doc = "the upstream llama.cpp commit the archive holds"),
+        "patch_series": attr.label(
+            mandatory = True,
+            allow_single_file = True,
+            doc = "the `series` file: patch names in apply order, each a file in its directory",
+        ),
         "pypi_sdist": attr.string(doc = "name==version of a PyPI sdist that vendors llama.cpp"),
-        "sha256": attr.string(mandatory = True),
-        "strip_prefix": attr.string(mandatory = True),
+        "sha256": attr.string(mandatory = True, doc = "sha256 of the archive"),
+        "strip_prefix": attr.string(mandatory = True, doc = "the llama.cpp tree's directory in the archive"),
         "urls": attr.string_list(doc = "an archive of the same tree; overrides pypi_sdist"),
     },
 )

@@ -1,9 +1,15 @@
 """The one CUDA detection: the mode, the pinned wheels, and a local toolkit's nvcc.
 
-Called by both repository rules that need CUDA: @lane_sdks (sdk_detect.bzl: AVAILABLE or
-UNAVAILABLE and why) and @cuda_toolkit (cuda_toolkit.bzl: links or assembles the toolkit), so both
-read LANES_CUDA_MODE the same way and find the same local toolkit in the same order.
+Called by both repository rules that need CUDA: @lane_sdks (CUDA_SDK, its entry of
+//toolchains:sdk_table.bzl: AVAILABLE or UNAVAILABLE and why, and what the CUDA lane builds with)
+and @cuda_toolkit (cuda_toolkit.bzl: links or assembles the toolkit), so both read LANES_CUDA_MODE
+the same way and find the same local toolkit in the same order.
 """
+
+load("//toolchains:sdk_result.bzl", "sdk_available", "sdk_detector", "sdk_unavailable")
+
+# Read by label, so @lane_sdks re-runs when the pinned wheels change.
+_WHEEL_LOCK = Label("//toolchains/cuda:cuda_wheels_lock.txt")
 
 CUDA_MODES = ["hermetic", "local"]
 
@@ -86,3 +92,45 @@ def find_local_cuda(rctx):
         found["cublas"] = _first_lib(rctx, root, "libcublas.so.*.*")
         return found
     return {"error": "no nvcc in $CUDA_PATH/bin, /usr/local/cuda/bin or on PATH"}
+
+def _detect(rctx):
+    """The CUDA SDK in the mode LANES_CUDA_MODE selects (hermetic by default)."""
+    lock = parse_wheel_lock(rctx.read(_WHEEL_LOCK))
+    nvcc_pin = {e["name"]: e["version"] for e in lock}["nvidia-cuda-nvcc"]
+    mode, error = cuda_mode(rctx)
+    if error:
+        return sdk_unavailable("cuda", error, after = "fixing it")
+    if mode == "hermetic":
+        sdk = sdk_available("cuda", nvcc_pin, "@cuda_toolkit//:toolkit", mode = "hermetic")
+        sdk["wheels"] = ",".join(["{}=={}".format(e["name"], e["version"]) for e in lock])
+        sdk["archives"] = lock
+        return sdk
+    local = find_local_cuda(rctx)
+    if local.get("error"):
+        return sdk_unavailable("cuda", local["error"], version = local.get("version", ""), path = local.get("root", ""), mode = "local")
+    want, got = nvcc_pin.split(".")[:2], local["version"].split(".")[:2]
+    extra = {}
+    if want != got:
+        why = "local nvcc {} at {} is CUDA {}, the lane pins CUDA {} (nvcc {})".format(local["version"], local["root"], ".".join(got), ".".join(want), nvcc_pin)
+        if rctx.os.environ.get("LANES_CUDA_ALLOW_VERSION_MISMATCH") != "1":
+            return sdk_unavailable("cuda", why + "; set LANES_CUDA_ALLOW_VERSION_MISMATCH=1 to build anyway (recorded in the evidence)", version = local["version"], path = local["root"], after = "installing CUDA " + ".".join(want), mode = "local")
+        extra["override"] = "LANES_CUDA_ALLOW_VERSION_MISMATCH=1: " + why
+    return sdk_available("cuda", local["version"], local["root"], mode = "local", nvcc = local["nvcc"], cudart = local["cudart"], cublas = local["cublas"], **extra)
+
+def _build(_sdk):
+    # Both modes go through @cuda_toolkit (wheels assembled, or a link to the local toolkit),
+    # which only the CUDA lane references: nothing is fetched unless that lane is built.
+    root = "$EXT_BUILD_ROOT/external/cuda_toolkit/toolkit"
+    return {
+        "env": {"PATH": root + "/bin", "CUDAToolkit_ROOT": root, "CUDA_PATH": root},
+        "cache_entries": {
+            "CMAKE_CUDA_COMPILER": root + "/bin/nvcc",
+            # libggml-cuda's cudart/cuBLAS are found at link time here, at run time via RUNPATH
+            # or the host's CUDA install (the runner records which were loaded).
+            "CMAKE_EXE_LINKER_FLAGS": "-Wl,-rpath-link," + root + "/lib",
+            "CMAKE_SHARED_LINKER_FLAGS": "-Wl,-rpath-link," + root + "/lib",
+        },
+        "build_data": ["@cuda_toolkit//:toolkit"],
+    }
+
+CUDA_SDK = sdk_detector("cuda", _detect, _build, environ = CUDA_ENVIRON)

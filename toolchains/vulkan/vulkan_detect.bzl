@@ -1,4 +1,4 @@
-"""Detection of the Vulkan SDK for @lane_sdks (one detection, called only from sdk_detect.bzl).
+"""The Vulkan SDK for @lane_sdks (VULKAN_SDK, its entry of //toolchains:sdk_table.bzl).
 
 mode "hermetic" (default): the pinned Debian packages of vulkan_sdk_lock.txt, unpacked into
 @vulkan_sdk when the lane is built; detection reads only the lock and fetches nothing.
@@ -6,7 +6,10 @@ mode "local" (LANES_VULKAN_MODE=local): an installed SDK (headers, loader, glslc
 found through $VULKAN_SDK, then /usr and /usr/local.
 """
 
-load("//toolchains:sdk_result.bzl", "sdk_available", "sdk_unavailable")
+load("//toolchains:sdk_result.bzl", "REDETECT", "sdk_available", "sdk_detector", "sdk_unavailable")
+
+# Read by label, so @lane_sdks re-runs when the pinned packages change.
+_SDK_LOCK = Label("//toolchains/vulkan:vulkan_sdk_lock.txt")
 
 # Where Debian and the LunarG SDK put the loader library and SPIRV-Headers' CMake package.
 _LIB_DIRS = ["lib/x86_64-linux-gnu", "lib64", "lib"]
@@ -115,3 +118,46 @@ def detect_vulkan(rctx, lock_label, redetect):
     if mode == "local":
         return _local(rctx, redetect)
     return sdk_unavailable("vulkan", "LANES_VULKAN_MODE must be hermetic or local, not " + mode, redetect, after = "fixing it")
+
+def _build(sdk):
+    """env, cache_entries and build_data of a Vulkan lane, hermetic (@vulkan_sdk) or local."""
+    if sdk.get("mode") == "local":
+        include, library, glslc, spirv = sdk["include_dir"], sdk["library"], sdk["glslc"], sdk["spirv_headers_dir"]
+        env, build_data = {}, []
+    else:
+        # Only the Vulkan lane references @vulkan_sdk: nothing is fetched unless that lane is built.
+        root = "$EXT_BUILD_ROOT/external/vulkan_sdk"
+        include = root + "/usr/include"
+        library = root + "/usr/lib/x86_64-linux-gnu/libvulkan.so"
+
+        # bin/glslc runs usr/bin/glslc with the unpacked libshaderc.so.1 (the host has none).
+        glslc = root + "/bin/glslc"
+        spirv = root + "/usr/share/cmake/SPIRV-Headers"
+        env = {"PATH": root + "/bin"}
+        build_data = ["@vulkan_sdk//:sdk"]
+    lib_dir = library.rsplit("/", 1)[0]
+    return {
+        "env": env,
+        "cache_entries": {
+            "Vulkan_INCLUDE_DIR": include,
+            "Vulkan_LIBRARY": library,
+            "Vulkan_GLSLC_EXECUTABLE": glslc,
+            # find_package(SPIRV-Headers CONFIG) in ggml-vulkan's CMakeLists.txt.
+            "SPIRV-Headers_DIR": spirv,
+            # Tools link libggml-vulkan, whose libvulkan.so.1 the linker must find; at run time
+            # the runner supplies the loader (the host's, or @vulkan_sdk//:loader).
+            "CMAKE_EXE_LINKER_FLAGS": "-Wl,-rpath-link," + lib_dir,
+            "CMAKE_SHARED_LINKER_FLAGS": "-Wl,-rpath-link," + lib_dir,
+        },
+        "build_data": build_data,
+    }
+
+def _detect(rctx):
+    return detect_vulkan(rctx, _SDK_LOCK, REDETECT)
+
+VULKAN_SDK = sdk_detector(
+    "vulkan",
+    _detect,
+    _build,
+    environ = ["VULKAN_SDK", "LANES_VULKAN_MODE", "PATH"],
+)

@@ -1,4 +1,9 @@
-"""The lane spec (//lanes:spec.json, generated from lanes/lanes.bzl): load it, resolve a lane."""
+"""The lane spec (//lanes:spec.json, generated from lanes/private/lanes.bzl): load it, resolve a lane.
+
+spec.json carries its LaneSpec schema (`lane_schema`, written from lanes/private/spec_schema.bzl,
+the one list of a lane's fields, which Starlark checks too): every lane is validated against it
+before it is read.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,35 @@ import pathlib
 
 
 class LaneSpecError(Exception):
-    """The spec is unreadable, of an unknown schema, or does not name the requested lane."""
+    """The spec is unreadable, of an unknown schema, does not match its LaneSpec schema, or does not
+    name the requested lane."""
+
+
+# The schema's type names (spec_schema.bzl) as JSON values.
+_SCHEMA_TYPES: dict[str, type] = {"string": str, "bool": bool, "list": list, "dict": dict}
+
+
+def schema_problems(lanes: dict, schema: dict) -> list[str]:
+    """What is wrong with the spec's lanes against its LaneSpec schema (empty when they match)."""
+    problems = []
+    for lane_id, lane in sorted(lanes.items()):
+        if not isinstance(lane, dict):
+            problems.append(f"{lane_id}: not an object")
+            continue
+        problems += [f"{lane_id}: field {name} is not in the LaneSpec schema" for name in sorted(set(lane) - set(schema))]
+        for name, field in schema.items():
+            if name not in lane:
+                if field.get("required"):
+                    problems.append(f"{lane_id}: required field {name} is missing")
+                continue
+            want = _SCHEMA_TYPES.get(field.get("type"))
+            if want is None:
+                problems.append(f"schema field {name} has an unknown type {field.get('type')!r}")
+            elif not isinstance(lane[name], want):
+                problems.append(f"{lane_id}: field {name} is a {type(lane[name]).__name__}, the schema says {field['type']}")
+            elif want is list and not all(isinstance(v, str) for v in lane[name]):
+                problems.append(f"{lane_id}: field {name} is a list of other than strings")
+    return problems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +83,12 @@ def load_lane(spec_path: pathlib.Path, name: str) -> Lane:
     if spec.get("schema_version") != 1 or not isinstance(spec.get("lanes"), dict):
         raise LaneSpecError(f"{spec_path}: not a schema_version 1 lane spec")
     lanes = spec["lanes"]
+    # Test fixtures written by hand carry no schema; every spec Bazel writes does.
+    if "lane_schema" in spec:
+        schema = spec["lane_schema"]
+        problems = schema_problems(lanes, schema) if isinstance(schema, dict) else ["lane_schema is not an object"]
+        if problems:
+            raise LaneSpecError(f"{spec_path} does not match its LaneSpec schema: " + "; ".join(problems))
     lane_id = name if name in lanes else next((k for k, v in lanes.items() if name and v.get("alias") == name), None)
     if lane_id is None:
         known = ", ".join(sorted(lanes))

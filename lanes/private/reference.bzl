@@ -8,23 +8,26 @@ executed remotely (no-cache, no-remote), so a benchmark always compares with a b
 
 load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
 load("@rules_foreign_cc//foreign_cc:defs.bzl", "cmake")
-load("//lanes:lane.bzl", "unavailable_lane")
-load("//lanes:lanes.bzl", "LANES", "UPSTREAM_REFERENCE", "merge_dicts")
+load("//lanes/private:lane.bzl", "unavailable_lane")
+load("//lanes/private:lanes.bzl", "LANES", "UPSTREAM_REFERENCE", "merge_dicts")
 load("//toolchains:sdk.bzl", "sdk_for_lane")
 
 _BENCH_LIBS = ["libllama.so.0", "libllama-common.so.0", "libllama-bench-impl.so"]
 
-def upstream_reference(name, lane_id):
+def upstream_reference(name, lane_id, lane = None, reference = None, visibility = ["//visibility:public"]):
     """Declares //lanes:<name>: llama-bench (bin/) and its libraries (lib/), upstream defaults.
 
     Args:
       name: the target name, e.g. "cpu_upstream".
       lane_id: the lane it is the reference for (a key of UPSTREAM_REFERENCE).
+      lane: the lane's spec entry; default LANES[lane_id].
+      reference: its upstream-default build; default UPSTREAM_REFERENCE[lane_id].
+      visibility: of the target.
     """
-    ref = UPSTREAM_REFERENCE[lane_id]
-    sdk = sdk_for_lane(LANES[lane_id], SDKS, HOST)
+    ref = reference or UPSTREAM_REFERENCE[lane_id]
+    sdk = sdk_for_lane(lane or LANES[lane_id], SDKS, HOST)
     if sdk["status"] != "AVAILABLE":
-        unavailable_lane(name = name, lane_id = lane_id, reason = sdk["reason"], tags = ["manual"])
+        unavailable_lane(name = name, lane_id = lane_id, reason = sdk["reason"], tags = ["manual"], visibility = visibility)
         return
     cmake(
         name = name,
@@ -41,5 +44,5 @@ def upstream_reference(name, lane_id):
         build_args = ["--parallel", "8"],
         generate_args = ["-GNinja"],
         tags = ["manual", "no-cache", "no-remote"],
-        visibility = ["//visibility:public"],
+        visibility = visibility,
     )

@@ -1,6 +1,6 @@
 """The lane spec: the single source of truth for every lane.
 
-Bazel rules (lanes/BUILD.bazel via lane.bzl), the runner and the matrix read this (Python reads
+Bazel rules (lanes/BUILD.bazel via lane_targets.bzl), the runner and the matrix read this (Python reads
 //lanes:spec.json, generated from it); admission reads only signed records and the policy. Nothing repeats these cache entries by hand.
 
 Each lane is built as two cmake() stages: `ggml` (the backend libraries; for CUDA the expensive

@@ -12,8 +12,9 @@ lane's own targets and outputs are untouched.
 
 load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
 load("@rules_foreign_cc//foreign_cc:defs.bzl", "cmake")
-load("//lanes:lane.bzl", "llama_cache_entries", "unavailable_lane")
-load("//lanes:lanes.bzl", "LANES")
+load("//lanes/private:lane.bzl", "llama_cache_entries", "unavailable_lane")
+load("//lanes/private:lanes.bzl", "LANES")
+load("//lanes/private:providers.bzl", "LaneInfo")
 load("//toolchains:sdk.bzl", "sdk_for_lane")
 
 def _stage_prefix(target):
@@ -64,21 +65,18 @@ ctest_bundle = rule(
 )
 
 def _ctest_report_impl(ctx):
-    alias = ctx.attr.lane_alias
+    lane = ctx.attr.lane[LaneInfo]
+    alias = lane.alias
 
     # Beside the lane's <alias>.evidence.{pb,json}: <alias>_ctest.report.{pb,json} and the raw log.
     report_pb = ctx.actions.declare_file("{}_ctest.report.pb".format(alias))
     report_json = ctx.actions.declare_file("{}_ctest.report.json".format(alias))
     log = ctx.actions.declare_file("{}_ctest.log".format(alias))
-    lane_files = ctx.attr.lane[DefaultInfo].files.to_list()
-    evidence = [f for f in lane_files if f.basename == alias + ".evidence.pb"]
-    libs = [f for f in lane_files if f.dirname.endswith("/{}/lib".format(alias))]
-    if not evidence or not libs:
-        fail("{} has no {}.evidence.pb or lib/".format(ctx.attr.lane.label, alias))
+    lane_files = lane.binaries.to_list() + lane.libraries.to_list() + [lane.evidence, lane.evidence_json]
     args = ctx.actions.args()
     args.add("--bundle", ctx.file.bundle.path)
-    args.add("--lane_dir", libs[0].dirname[:-len("/lib")])
-    args.add("--evidence", evidence[0])
+    args.add("--lane_dir", lane.lane_dir)
+    args.add("--evidence", lane.evidence)
     args.add("--model", ctx.file.model)
     args.add("--out", report_pb.dirname)
     args.add("--log_name", log.basename)
@@ -110,29 +108,30 @@ ctest_report = rule(
     implementation = _ctest_report_impl,
     attrs = {
         "lane_id": attr.string(mandatory = True),
-        "lane_alias": attr.string(mandatory = True),
         "bundle": attr.label(mandatory = True, allow_single_file = True),
-        "lane": attr.label(mandatory = True),
+        "lane": attr.label(mandatory = True, providers = [LaneInfo], doc = "the lane whose libraries the suite runs against"),
         "model": attr.label(default = "//tools/model:tiny_llama_f32", allow_single_file = True),
         "_run_bundle": attr.label(default = "//tools/ctest:run_bundle", executable = True, cfg = "exec"),
     },
 )
 
-def llama_ctest(name, lane_id, heavy = False):
+def llama_ctest(name, lane_id, heavy = False, lane = None, visibility = None):
     """Declares <name>_build (cmake() stage) and <name> (the bundle) for one lane of the spec.
 
     Args:
       name: "<alias>_ctest", e.g. "cpu_ctest".
       lane_id: a key of LANES.
       heavy: tag manual (accelerator lanes: built only when asked).
+      lane: the spec entry; default LANES[lane_id].
+      visibility: of the bundle and its report (the build stage stays private to the package).
     """
-    lane = LANES[lane_id]
+    lane = lane or LANES[lane_id]
     alias = lane["alias"]
     if name != alias + "_ctest":
         fail("llama_ctest(name = {}): expected {}_ctest for {}".format(name, alias, lane_id))
     sdk = sdk_for_lane(lane, SDKS, HOST)
     if sdk["status"] != "AVAILABLE":
-        unavailable_lane(name = name, lane_id = lane_id, reason = sdk["reason"], tags = ["manual"])
+        unavailable_lane(name = name, lane_id = lane_id, reason = sdk["reason"], tags = ["manual"], visibility = visibility)
         return
     tags = ["manual"] if heavy else []
     ctest = lane["ctest"]
@@ -153,12 +152,14 @@ def llama_ctest(name, lane_id, heavy = False):
         build_args = ["--parallel", "8"],
         generate_args = ["-GNinja"],
         tags = tags,
+        visibility = ["//visibility:private"],
     )
     ctest_bundle(
         name = name,
         lane_id = lane_id,
         build = ":" + name + "_build",
         tags = tags,
+        visibility = visibility,
     )
     if heavy:
         # Accelerator lanes run on their hardware: tools/ctest/run_bundle.py on the GPU host.
@@ -166,7 +167,7 @@ def llama_ctest(name, lane_id, heavy = False):
     ctest_report(
         name = name + "_report",
         lane_id = lane_id,
-        lane_alias = alias,
         bundle = ":" + name,
         lane = ":" + alias,
+        visibility = visibility,
     )

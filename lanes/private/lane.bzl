@@ -7,7 +7,9 @@ requested explicitly; it is tagged manual so `bazel build //...` never fails for
 load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
 load("@llama_cpp//:pin.bzl", "PIN")
 load("@rules_foreign_cc//foreign_cc:defs.bzl", "cmake")
-load("//lanes:lanes.bzl", "LANES", "merge_dicts")
+load("//lanes/private:lanes.bzl", "LANES", "merge_dicts")
+load("//lanes/private:manifest.bzl", "lane_manifest")
+load("//lanes/private:providers.bzl", "LaneInfo")
 load("//toolchains:sdk.bzl", "sdk_for_lane")
 
 # As many compile jobs as the host has cores, up to 8 (the stand-in reserves them from Bazel).
@@ -65,6 +67,17 @@ def _lane_bundle_impl(ctx):
             runfiles = ctx.runfiles(files = out_bins + out_libs + [evidence_pb, evidence_json]),
         ),
         OutputGroupInfo(evidence = depset([evidence_pb, evidence_json])),
+        LaneInfo(
+            alias = alias,
+            lane_id = lane_id,
+            lane_dir = lane_dir,
+            lane_dir_short_path = out_bins[0].short_path.rsplit("/", 2)[0],
+            binaries = depset(out_bins),
+            libraries = depset(out_libs),
+            evidence = evidence_pb,
+            evidence_json = evidence_json,
+            spec_entry = json.decode(ctx.attr.spec_entry),
+        ),
     ]
 
 def _stage_files(target, sub):
@@ -77,12 +90,15 @@ def _stage_files(target, sub):
 
 lane_bundle = rule(
     implementation = _lane_bundle_impl,
+    doc = "A lane's relocatable bin/ and lib/ and its build evidence; provides LaneInfo.",
+    provides = [LaneInfo],
     attrs = {
         "lane_id": attr.string(mandatory = True),
         "ggml": attr.label(mandatory = True, providers = [OutputGroupInfo]),
         "llama": attr.label(mandatory = True, providers = [OutputGroupInfo]),
         "sdk_info": attr.label(mandatory = True, allow_single_file = True),
         "sdk_name": attr.string(mandatory = True),
+        "spec_entry": attr.string(mandatory = True, doc = "the lane's spec entry as JSON (LaneInfo.spec_entry)"),
         "_spec": attr.label(default = "//lanes:spec.json", allow_single_file = True),
         "_pin": attr.label(default = "@llama_cpp//:pin.json", allow_single_file = True),
         "_patches": attr.label(default = "//third_party/llama_cpp/patches:stack"),
@@ -123,22 +139,25 @@ def llama_cache_entries(lane_id, lane, sdk):
         "LLAMA_BUILD_COMMIT": PIN["short_commit"],
     })
 
-def llama_lane(name, lane_id, heavy = False):
-    """Declares //lanes:<name> (and <name>_ggml, <name>_llama) for one lane of the spec.
+def llama_lane(name, lane_id, heavy = False, lane = None, visibility = ["//visibility:public"]):
+    """Declares //lanes:<name>, <name>.lane.json (and <name>_ggml, <name>_llama) for one lane.
 
     Args:
       name: the lane's alias in the spec (the target users build, e.g. "cpu").
       lane_id: a key of LANES.
       heavy: tag the build manual, so `bazel build //...` and `bazel test //...` skip it
         (accelerator lanes: a requested build only).
+      lane: the spec entry; default LANES[lane_id].
+      visibility: of the lane target (its stages stay private to the package).
     """
-    lane = LANES[lane_id]
+    lane = lane or LANES[lane_id]
     alias = lane["alias"]
     if name != alias:
         fail("llama_lane(name = {}): the spec's alias of {} is {}".format(name, lane_id, alias))
     sdk = sdk_for_lane(lane, SDKS, HOST)
     if sdk["status"] != "AVAILABLE":
-        unavailable_lane(name = alias, lane_id = lane_id, reason = sdk["reason"], tags = ["manual"])
+        for target in [alias, alias + ".lane.json"]:
+            unavailable_lane(name = target, lane_id = lane_id, reason = sdk["reason"], tags = ["manual"], visibility = visibility)
         return
     tags = ["manual"] if heavy else []
     cmake(
@@ -155,6 +174,7 @@ def llama_lane(name, lane_id, heavy = False):
         build_args = _PARALLEL,
         generate_args = ["-GNinja"],
         tags = tags,
+        visibility = ["//visibility:private"],
     )
     cmake(
         name = alias + "_llama",
@@ -172,6 +192,7 @@ def llama_lane(name, lane_id, heavy = False):
         build_args = _PARALLEL,
         generate_args = ["-GNinja"],
         tags = tags,
+        visibility = ["//visibility:private"],
     )
     lane_bundle(
         name = alias,
@@ -180,8 +201,15 @@ def llama_lane(name, lane_id, heavy = False):
         llama = ":" + alias + "_llama",
         sdk_info = "@lane_sdks//:sdks.json",
         sdk_name = sdk["name"],
+        spec_entry = json.encode(lane),
         tags = tags,
-        visibility = ["//visibility:public"],
+        visibility = visibility,
+    )
+    lane_manifest(
+        name = alias + ".lane.json",
+        lane = ":" + alias,
+        tags = tags,
+        visibility = visibility,
     )
 
 def _lane_availability_json_impl(ctx):
