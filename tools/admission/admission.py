@@ -32,7 +32,7 @@ from proto import admission_pb2, certification_pb2, runner_report_pb2
 from tools.certify import records
 from tools.policy import dsse, safe_io, timestamps, trust
 from tools.policy import policy as policy_lib
-from tools.policy.errors import CertifyError, UnreadableInputError
+from tools.policy.errors import TrustError, UnreadableInputError
 
 VERIFIER = "lanes-admission/1 (tools/admission/admission.py)"
 
@@ -78,7 +78,7 @@ class SignedInput:
 
 def load_signed(path: pathlib.Path | str, follow_symlinks: bool = True) -> SignedInput:
     """Reads a DSSE JSON file (a regular file of at most safe_io.MAX_INPUT_BYTES, strict JSON of
-    bounded depth); raises a CertifyError naming the reason if it cannot."""
+    bounded depth); raises a TrustError naming the reason if it cannot."""
     path = pathlib.Path(path)
     data = safe_io.read_regular_file(path, follow_symlinks=follow_symlinks)
     return SignedInput(dsse.envelope_from_json(data), records.sha256_digest(data), file_label(path.name))
@@ -119,7 +119,7 @@ def load_records_dir(
     for name in names:
         try:
             item = load_signed(directory / name, follow_symlinks=False)
-        except CertifyError as err:
+        except TrustError as err:
             problems.append(admission_pb2.InputProblem(file=file_label(name), code=err.code, reason=str(err)))
             continue
         except Exception as err:  # noqa: BLE001 - one file's surprise must not stop the others
@@ -179,10 +179,10 @@ def _verify_cached(verify_fn, item: SignedInput, store, supported, cache):
     if hit is None:
         try:
             hit = verify_fn(item.envelope, store, supported)
-        except CertifyError as err:
+        except TrustError as err:
             hit = err
         cache.put(key, hit)
-    if isinstance(hit, CertifyError):
+    if isinstance(hit, TrustError):
         raise hit
     return hit
 
@@ -217,7 +217,7 @@ def _check(item, verify_fn, store, policy, now, cache, screen: Screen | None = N
     try:
         rec = _verify_cached(verify_fn, item, store, policy.supported_record_schema_versions, cache)
         records.check_times(rec, store, now, policy.max_record_age_days)
-    except CertifyError as err:
+    except TrustError as err:
         return _Checked(item, refusal_code=err.code, refusal=f"record {item.label}: {err}", claimed_lane=_claimed_lane(item))
     screened = screen(item.digest, item.envelope, rec) if screen else None
     if screened:

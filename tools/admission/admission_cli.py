@@ -32,18 +32,17 @@ Flags and exit statuses only; the work is in tools/admission/admission_files.py 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import sys
-import tempfile
 from collections.abc import Sequence
 
 from absl import flags
 from google.protobuf import json_format
 
 from tools.admission import admission, admission_files, decision_summary
+from tools.core import atomic_files
 from tools.policy import keys, safe_io
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 
 EXIT_ROUTABLE, EXIT_REFUSED, EXIT_UNUSABLE_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -73,15 +72,6 @@ def define_flags(fv: flags.FlagValues | None = None) -> flags.FlagValues:
     flags.DEFINE_integer("ubatch_size", 512, "Physical batch (-ub).", lower_bound=1, flag_values=fv)
     flags.DEFINE_integer("parallel", 1, "Concurrent sequences / server slots (-np).", lower_bound=1, flag_values=fv)
     return fv
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Atomic: a reader never sees half a summary."""
-    target = pathlib.Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, target)
 
 
 def run(fv: flags.FlagValues, out=sys.stdout, err=sys.stderr) -> int:
@@ -116,8 +106,8 @@ def run(fv: flags.FlagValues, out=sys.stdout, err=sys.stderr) -> int:
                     admission_files.load_route(fv.route)
             envelope = decision_summary.sign(decision_summary.statement(decision, route, view),
                                              keys.load_private_key(fv.summary_key))
-            write_atomic(fv.summary_out, json.dumps(envelope, sort_keys=True, indent=2) + "\n")
-    except CertifyError as error:
+            atomic_files.write_text_atomic(fv.summary_out, json.dumps(envelope, sort_keys=True, indent=2) + "\n")
+    except TrustError as error:
         print(f"unusable input: {error.code}: {safe_io.escape(error)}", file=err)
         return EXIT_UNUSABLE_INPUT
     text = json_format.MessageToJson(decision, preserving_proto_field_name=True, sort_keys=True) + "\n"

@@ -15,7 +15,7 @@ from proto import admission_pb2, runner_report_pb2
 from tools.admission import admission, tracker_admission
 from tools.policy import policy as policy_lib
 from tools.policy import safe_io
-from tools.policy.errors import CertifyError, MalformedInputError
+from tools.policy.errors import MalformedInputError, TrustError
 from tools.publish import tracker as tracker_lib
 
 AUTHORITY_NOTE = "(summary for people; the decision JSON written with --out is the authority)"
@@ -31,7 +31,7 @@ def _parse_into(obj: dict, msg, what: str, path) -> None:
 def _load_json(path: pathlib.Path | str, what: str) -> dict:
     try:
         return safe_io.load_json_object(path, what)
-    except CertifyError as err:
+    except TrustError as err:
         raise type(err)(f"{path}: {what}: {err}") from err
 
 
@@ -85,7 +85,7 @@ def decide_from_files(
 ) -> tuple[admission_pb2.AdmissionDecision, list[admission_pb2.InputProblem]]:
     """(decision, record files that could not be used; also listed in decision.unusable_inputs).
 
-    Raises a CertifyError for unusable input (policy, nodes, route, the records directory itself).
+    Raises a TrustError for unusable input (policy, nodes, route, the records directory itself).
     """
     policy = policy_lib.load_policy(policy_path)
     route = _route(route_path, route_id, node_paths, model_sha256, recipe, model_shard_sha256)

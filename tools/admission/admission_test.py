@@ -378,7 +378,7 @@ def test_reason_codes_are_distinct():
     from tools.policy import errors
 
     decided_here = [v for k, v in vars(admission).items() if k.isupper() and isinstance(v, str) and re.fullmatch(r"[a-z-]+", v)]
-    from_errors = [c.code for c in vars(errors).values() if inspect.isclass(c) and issubclass(c, errors.CertifyError)]
+    from_errors = [c.code for c in vars(errors).values() if inspect.isclass(c) and issubclass(c, errors.TrustError)]
     all_codes = decided_here + from_errors
     assert len(all_codes) == len(set(all_codes))
 

@@ -1,6 +1,6 @@
 """Hypothesis fuzzing of admission's inputs (issue 8): envelopes, policies, node and route files.
 
-Properties: no input crashes admission (only CertifyError, the refusal/unusable-input path, may
+Properties: no input crashes admission (only TrustError, the refusal/unusable-input path, may
 leave the loaders; decide() never raises) or hangs (per-example deadline), and no mutation of a
 valid record is routable unless it decodes to the very same signed envelope (whitespace, key
 order and base64 spelling are not content). Bounded: MAX_EXAMPLES per test, about 10 s in all.
@@ -21,7 +21,7 @@ from tools.admission import admission, admission_files
 from tools.certify import records, sample_reports
 from tools.policy import dsse
 from tools.policy import policy as policy_lib
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 
 MAX_EXAMPLES = 500
 FUZZ = settings(max_examples=MAX_EXAMPLES, deadline=dt.timedelta(seconds=2), derandomize=True,
@@ -129,7 +129,7 @@ def test_mutated_policy(ops):
     _count("policy")
     try:
         p = policy_lib.policy_from_json(mutate(POLICY_JSON, ops))
-    except CertifyError:
+    except TrustError:
         return
     admission.decide(p, [ENVELOPE], [], ROUTE, LATER)
 
@@ -161,7 +161,7 @@ def test_node_and_route_files(kind, ops, field, value, raw):
             route = admission.route_from_nodes([admission_files.load_node(path)], sample_reports.MODEL_SHA256, "r", RECIPE)
         else:
             route = admission_files.load_route(path)
-    except CertifyError:
+    except TrustError:
         return
     decision = admission.decide(POLICY, [ENVELOPE], [], route, LATER, trust_store=STORE)
     if decision.routable:

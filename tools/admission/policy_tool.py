@@ -18,9 +18,10 @@ from absl import app, flags
 
 from proto import admission_pb2
 from tools.admission import policy_edit
+from tools.core.errors import exit_status_of
 from tools.policy import policy as policy_lib
 from tools.policy import timestamps
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("policy", None, "Policy JSON to create or update in place.", required=True)
@@ -52,9 +53,9 @@ def main(argv: list[str]) -> None:
     del argv
     try:
         policy = _run_from_flags()
-    except (CertifyError, OSError) as err:
+    except (TrustError, OSError) as err:
         print(f"{getattr(err, 'code', 'error')}: {err}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(exit_status_of(err))
     print(f"{FLAGS.policy}: policy {policy.policy_id}, {len(policy.trusted_keys)} trusted key(s), "
           f"digest {policy_lib.policy_digest(policy)}")
 
@@ -68,7 +69,7 @@ def _known_lanes() -> list[str] | None:
     try:
         return list(json.loads(spec.read_text())["lanes"])
     except (OSError, ValueError, KeyError) as err:
-        raise CertifyError(f"{spec}: cannot read the lane spec's lanes ({err}); run through bazel run "
+        raise TrustError(f"{spec}: cannot read the lane spec's lanes ({err}); run through bazel run "
                            "//tools/admission:policy_tool or pass --lanes_spec=bazel-bin/lanes/spec.json") from None
 
 

@@ -17,7 +17,7 @@ from tools.certify import intoto, records
 from tools.core import atomic_files
 from tools.policy import dsse, keys, safe_io, timestamps
 from tools.policy import policy as policy_lib
-from tools.policy.errors import CertifyError, IncompleteReportError, UnknownKeyError, UnreadableInputError
+from tools.policy.errors import IncompleteReportError, TrustError, UnknownKeyError, UnreadableInputError
 
 
 def _write_atomically(path: pathlib.Path, text: str) -> None:
@@ -122,7 +122,7 @@ def verify(
     store = policy_lib.validate(policy, str(policy_path))
     try:  # a regular file under the size limit, strict JSON of bounded depth (as admission reads it)
         env = dsse.envelope_from_json(safe_io.read_regular_file(record_path))
-    except CertifyError as err:
+    except TrustError as err:
         raise type(err)(f"{record_path}: {err}") from err
     rec = records.verify_record(env, store, policy.supported_record_schema_versions)
     records.check_times(rec, store, now or timestamps.now(), policy.max_record_age_days)

@@ -18,8 +18,9 @@ from absl import app, flags
 from google.protobuf import json_format
 
 from tools.certify import certify
+from tools.core.errors import exit_status_of
 from tools.policy import keys, safe_io
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("mode", None, ["keygen", "sign", "verify", "intoto", "sign_compat"], "What to do.", required=True)
@@ -53,9 +54,9 @@ def main(argv: list[str]) -> None:
         elif FLAGS.mode == "intoto":
             text = certify.export_intoto(FLAGS.record, FLAGS.policy, FLAGS.out or None, FLAGS.key or None)
             print(FLAGS.out if FLAGS.out else text, end="\n" if FLAGS.out else "")
-    except CertifyError as err:
+    except TrustError as err:
         print(f"{err.code}: {safe_io.escape(err)}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(exit_status_of(err))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """CertificationRecord and CompatibilityRecord: made from a runner report, signed into DSSE, verified.
 
-The payload type names the schema version ("...certification-record.v1+protobuf"); a verifier refuses
+The payload type names the schema version ("...certification-record.v1+protobuf"); a verifier decodes
+each known version with its own message and fields (tools/certify/schema_versions.py) and refuses
 versions it does not know instead of guessing at their meaning.
 
 A signed payload must be unambiguous (MalformedRecordError otherwise):
 - No field is ignorable in a signed payload: a field this schema does not define (protobuf keeps it
-  as an unknown field) is refused, since a newer signer may have meant it to restrict the record.
+  as an unknown field) is refused, since a newer signer may have meant it to restrict the record;
+  so is a field the payload's own version does not define.
 - The payload must be the canonical (deterministic) encoding of the record it decodes to; protobuf
   silently keeps the last of two encodings of one field, so a non-canonical payload could mean two
   things to two parsers.
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import hashlib
 import re
 from collections.abc import Collection
 from typing import TypeVar
@@ -27,7 +28,10 @@ from google.protobuf import message as pb_message
 from google.protobuf import unknown_fields as pb_unknown_fields
 
 from proto import certification_pb2, runner_report_pb2
+from tools.certify import schema_versions
+from tools.core import digest as core_digest
 from tools.policy import dsse, timestamps, trust
+from tools.policy import policy as policy_lib
 from tools.policy.errors import (
     ExpiredRecordError,
     IncompleteReportError,
@@ -40,12 +44,13 @@ from tools.policy.errors import (
     UnsupportedSchemaError,
 )
 
+# The versions this signer writes; verification accepts every version in schema_versions.
 CERTIFICATION_SCHEMA_VERSION = 1
 COMPATIBILITY_SCHEMA_VERSION = 1
 SUPPORTED_REPORT_SCHEMA_VERSIONS = frozenset({1})
 
-CERTIFICATION_FAMILY = "application/vnd.lanes.certification-record"
-COMPATIBILITY_FAMILY = "application/vnd.lanes.compatibility-record"
+CERTIFICATION_FAMILY = schema_versions.CERTIFICATION_FAMILY
+COMPATIBILITY_FAMILY = schema_versions.COMPATIBILITY_FAMILY
 
 # Clocks differ a little between the signer and the verifier; more than this is a problem.
 CLOCK_SKEW = dt.timedelta(minutes=5)
@@ -60,13 +65,12 @@ def payload_type(family: str, version: int) -> str:
 
 
 CERTIFICATION_PAYLOAD_TYPE = payload_type(CERTIFICATION_FAMILY, CERTIFICATION_SCHEMA_VERSION)
-COMPATIBILITY_PAYLOAD_TYPE = payload_type(COMPATIBILITY_FAMILY, COMPATIBILITY_SCHEMA_VERSION)
 
 _PAYLOAD_TYPE_RE = re.compile(r"^(?P<family>.+)\.v(?P<version>[0-9]+)\+protobuf$")
 
 
 def sha256_digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return "sha256:" + core_digest.sha256_bytes(data)
 
 
 def device_class_slug(dc: runner_report_pb2.DeviceClass) -> str:
@@ -146,7 +150,7 @@ def record_from_report(
     digest = sha256_digest(report_bytes)
     record = certification_pb2.CertificationRecord(
         schema_version=CERTIFICATION_SCHEMA_VERSION,
-        record_id=hashlib.sha256(f"{digest}\n{issued}".encode()).hexdigest(),
+        record_id=core_digest.sha256_bytes(f"{digest}\n{issued}".encode()),
         report_digest=digest,
         build_evidence_digest=report.build_evidence_digest,
         upstream_commit=report.upstream_commit,
@@ -234,7 +238,8 @@ def check_well_formed(record: Record, payload: bytes) -> None:
         )
     if record.SerializeToString(deterministic=True) != payload:
         raise MalformedRecordError("signed payload is not the canonical encoding of its record; re-issue the record")
-    if isinstance(record, certification_pb2.CertificationRecord):
+    # By message name: every schema version of a certification record decodes to its own class.
+    if record.DESCRIPTOR.full_name == certification_pb2.CertificationRecord.DESCRIPTOR.full_name:
         lists = (("artifact path", [a.path for a in record.artifacts]),
                  ("check", [c.name for c in record.checks]),
                  ("model shard", [m.name for m in record.model.shards]))
@@ -246,31 +251,35 @@ def check_well_formed(record: Record, payload: bytes) -> None:
             raise MalformedRecordError(f"duplicate {label} {dup}; every entry must be listed once")
 
 
-def _verify(
-    env: dsse.Envelope,
-    trusted,
-    family: str,
-    known_versions: Collection[int],
-    cls: type[Record],
-    supported_versions: Collection[int] | None,
-) -> Record:
+def _undefined_fields(record: pb_message.Message, schema: schema_versions.SchemaVersion) -> list[str]:
+    return sorted(fd.name for fd, _ in record.ListFields() if fd.name not in schema.fields)
+
+
+def _verify(env: dsse.Envelope, trusted, schemas: schema_versions.SchemaFamily,
+            supported_versions: Collection[int] | None):
     store = trust.as_trust_store(trusted)
     verified = dsse.verify(env, store.public_keys)  # signature first: nothing below reads unsigned bytes
     m = _PAYLOAD_TYPE_RE.match(env.payload_type)
-    if not m or m["family"] != family:
-        raise UnsupportedSchemaError(f"payload type {env.payload_type!r} is not {family}.v<N>+protobuf")
+    if not m or m["family"] != schemas.family:
+        raise UnsupportedSchemaError(f"payload type {env.payload_type!r} is not {schemas.family}.v<N>+protobuf")
     version = int(m["version"])
-    accepted = set(known_versions) & set(supported_versions) if supported_versions else set(known_versions)
-    if version not in accepted:
+    accepted = policy_lib.accepted_record_schema_versions(supported_versions, schemas.known())
+    schema = schemas.get(version)
+    if schema is None or version not in accepted:
         raise UnsupportedSchemaError(
             f"payload type {env.payload_type!r}: schema v{version}, accepted {sorted(accepted)}; "
             "update tools/certify and the policy's supported_record_schema_versions, or re-issue the record"
         )
     try:
-        record = cls.FromString(env.payload)
+        record = schema.message.FromString(env.payload)
     except pb_message.DecodeError as err:
-        raise MalformedEnvelopeError(f"signed payload is not a {cls.__name__} ({err})") from err
+        raise MalformedEnvelopeError(f"signed payload is not a {schema.message.__name__} ({err})") from err
     check_well_formed(record, env.payload)
+    undefined = _undefined_fields(record, schema)
+    if undefined:
+        raise MalformedRecordError(
+            f"signed payload sets {', '.join(undefined)}, not defined in schema v{version}; re-issue the record"
+        )
     if record.schema_version != version:
         raise UnsupportedSchemaError(
             f"payload schema_version {record.schema_version} disagrees with payload type v{version}; re-issue the record"
@@ -286,25 +295,21 @@ def _verify(
 def verify_record(
     env: dsse.Envelope, trusted, supported_versions: Collection[int] | None = None
 ) -> certification_pb2.CertificationRecord:
-    """Checks signature by a trusted key, payload type, schema version and that the payload is
-    unambiguous (no unknown fields, canonical, no duplicates: see the module doc); returns the record.
+    """Checks signature by a trusted key, payload type, schema version (known, accepted by
+    `supported_versions`: empty or None for every known one) and that the payload is unambiguous
+    (no unknown fields, none its version lacks, canonical, no duplicates: see the module doc);
+    returns the record, decoded with its version's message.
 
     `trusted`: a trust.TrustStore, the policy's TrustedKey list, or keyid -> Ed25519PublicKey.
     Time checks (expiry, key window) are separate: check_times(), since they need `now`.
     """
-    return _verify(
-        env, trusted, CERTIFICATION_FAMILY, {CERTIFICATION_SCHEMA_VERSION},
-        certification_pb2.CertificationRecord, supported_versions,
-    )
+    return _verify(env, trusted, schema_versions.CERTIFICATION, supported_versions)
 
 
 def verify_compatibility(
     env: dsse.Envelope, trusted, supported_versions: Collection[int] | None = None
 ) -> certification_pb2.CompatibilityRecord:
-    return _verify(
-        env, trusted, COMPATIBILITY_FAMILY, {COMPATIBILITY_SCHEMA_VERSION},
-        certification_pb2.CompatibilityRecord, supported_versions,
-    )
+    return _verify(env, trusted, schema_versions.COMPATIBILITY, supported_versions)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ import hashlib
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proto import admission_pb2, runner_report_pb2
+from tools.certify import schema_versions
 from tools.policy import dsse, timestamps
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=timestamps.UTC)
@@ -77,7 +78,7 @@ def trusted_key(key: Ed25519PrivateKey, not_before: dt.datetime, not_after: dt.d
 def make_policy(*signing_keys: Ed25519PrivateKey, floor: float = 10.0) -> admission_pb2.AdmissionPolicy:
     policy = admission_pb2.AdmissionPolicy(
         schema_version=1, policy_id="test-policy", max_record_age_days=90,
-        required_checks=list(REQUIRED_CHECKS), supported_record_schema_versions=[1],
+        required_checks=list(REQUIRED_CHECKS), supported_record_schema_versions=sorted(schema_versions.CERTIFICATION.known()),
     )
     for key in signing_keys:
         policy.trusted_keys.append(trusted_key(key, NOW - dt.timedelta(days=365), NOW + dt.timedelta(days=365)))

@@ -22,6 +22,8 @@ import subprocess
 import tempfile
 from typing import Any
 
+from tools.core.errors import LanesError
+
 SCHEMA_VERSION = 1
 BIN, WORK, SOURCE = "@LANES_CTEST_BIN@", "@LANES_CTEST_WORK@", "@LANES_CTEST_SOURCE@"
 _HEADER = re.compile(r"^# (Source|Build) directory: (?P<path>.+)$", re.M)
@@ -32,8 +34,10 @@ MODEL_SKIP_REGEX = "No model file provided. Skipping this test"
 _COMPANIONS = (".inp", ".out")
 
 
-class BundleError(Exception):
+class BundleError(LanesError):
     """The bundle cannot be made or used; the message names the file and what to do."""
+
+    code = "ctest-bundle"
 
 
 def _roots(text: str, sub: str, path: pathlib.Path) -> tuple[str, str]:

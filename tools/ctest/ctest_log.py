@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from tools.core.errors import LanesError
+
 # A result line; the name is followed by a space and a run of dots (none when it is long).
 _RESULT = re.compile(
     r"^\s*\d+/\s*\d+\s+Test\s+#\s*\d+:\s+(?P<name>\S+) \.*\s*(?P<status>\S.*?)\s+(?P<seconds>\d+(?:\.\d+)?) sec\s*$"
@@ -29,8 +31,10 @@ PASSED, FAILED, SKIPPED, NOT_RUN = "PASSED", "FAILED", "SKIPPED", "NOT_RUN"
 OUTPUT_TAIL_BYTES = 8192
 
 
-class CTestLogError(Exception):
+class CTestLogError(LanesError):
     """The log is not a complete ctest run (no result lines, no summary, or they disagree)."""
+
+    code = "ctest-log"
 
 
 @dataclasses.dataclass

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import hashlib
 import json
 import os
 import pathlib
@@ -24,6 +23,8 @@ from typing import IO, Any
 from google.protobuf import json_format
 
 from proto import ctest_report_pb2 as pb
+from tools.core.digest import sha256_file
+from tools.core.errors import LanesError
 from tools.ctest import bundle as bundle_lib
 from tools.ctest import ctest_log
 
@@ -47,8 +48,10 @@ def _launch_plain(argv: list[str], env: dict[str, str], cwd: pathlib.Path, log: 
     return subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, check=False).returncode
 
 
-class RunError(Exception):
+class RunError(LanesError):
     """The suite could not be run or read; the message says what to do."""
+
+    code = "ctest-run"
 
 
 @dataclasses.dataclass
@@ -66,14 +69,6 @@ class Options:
     log_name: str = LOG_NAME
     report_pb: str = REPORT_PB
     report_json: str = REPORT_JSON
-
-
-def sha256_file(path: pathlib.Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _utc(ts: float) -> str:

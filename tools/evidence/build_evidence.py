@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import pathlib
@@ -15,24 +14,16 @@ from typing import Any
 from google.protobuf import json_format
 
 from proto import build_evidence_pb2 as pb
+from tools.core.digest import sha256_file
+from tools.core.errors import LanesError
 
 SCHEMA_VERSION = 1
 
 
-class EvidenceError(Exception):
+class EvidenceError(LanesError):
     """Evidence is missing, unreadable, of an unknown schema, or does not match the artifacts."""
 
-
-def sha256_file(path: os.PathLike | str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    code = "build-evidence"
 
 
 def host_facts() -> pb.Host:

@@ -20,6 +20,7 @@ import re
 
 from proto import certification_pb2
 from proto import runner_report_pb2 as rpb
+from tools.core.errors import LanesError
 
 README_NAME = "README.md"
 REPORT_NAME = "runner_report.pb"
@@ -30,8 +31,10 @@ _CR = rpb.CheckResult
 _OP_KEY = re.compile(r"^op\.(?P<op>[^.]+)\.(?P<field>.+)$")
 
 
-class ReadmeError(Exception):
+class ReadmeError(LanesError):
     """The run or its record cannot be read; the message names the file."""
+
+    code = "run-readme"
 
 
 def read_report(run_dir: pathlib.Path) -> rpb.RunnerReport:

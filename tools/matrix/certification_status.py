@@ -15,7 +15,7 @@ from tools.certify import records as records_lib
 from tools.matrix.capability_matrix import DARK, Certifier
 from tools.policy import policy as policy_lib
 from tools.policy import timestamps
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 from tools.publish import revocations as revocations_lib
 
 CERTIFIED = "certified"
@@ -79,7 +79,7 @@ def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path,
     for item in certs:
         try:
             record = records_lib.verify_record(item.envelope, store, policy.supported_record_schema_versions or None)
-        except (CertifyError, ValueError) as err:  # every refusal means "dark"; the first is shown
+        except (TrustError, ValueError) as err:  # every refusal means "dark"; the first is shown
             refusals.append(f"{item.source}: {err}")
             continue
         verified.append((item, record))
@@ -136,7 +136,7 @@ def compatibility_pairs(policy_path: pathlib.Path, records_dir: pathlib.Path) ->
     for item in certs:
         try:
             record = records_lib.verify_record(item.envelope, store, policy.supported_record_schema_versions or None)
-        except (CertifyError, ValueError):
+        except (TrustError, ValueError):
             continue
         by_id[record.record_id] = (item, record)
     now = timestamps.now()
@@ -146,7 +146,7 @@ def compatibility_pairs(policy_path: pathlib.Path, records_dir: pathlib.Path) ->
                "detail": ""}
         try:
             rec = records_lib.verify_compatibility(item.envelope, store)
-        except (CertifyError, ValueError) as err:
+        except (TrustError, ValueError) as err:
             row["detail"] = f"does not verify: {err}"
             rows.append(row)
             continue

@@ -22,6 +22,8 @@ import gguf
 import numpy as np
 from absl import app, flags
 
+from tools.core.errors import LanesError
+
 ARCH = "llama"
 DTYPES = ("f32", "f16")
 
@@ -44,8 +46,10 @@ class TinyConfig:
         return self.n_embd // self.n_head
 
 
-class VocabError(ValueError):
+class VocabError(LanesError, ValueError):
     """The vocab GGUF is missing or does not hold a usable tokenizer."""
+
+    code = "tiny-model-vocab"
 
 
 def load_tokenizer_fields(vocab_gguf: pathlib.Path) -> list[tuple[str, Any, gguf.GGUFValueType, gguf.GGUFValueType | None]]:

@@ -19,14 +19,17 @@ import re
 import stat
 
 from proto import runner_report_pb2
+from tools.core.errors import LanesError
 
 ENV_VAR = "LANES_MODEL_STORE"
 FORBIDDEN_ROOTS = (pathlib.Path("/home"),)
 
-class ModelStoreError(Exception):
+class ModelStoreError(LanesError):
     """A --model cannot be taken from the model store: no store configured, a path outside it or under
     /home, a missing GGUF split, or an unreadable file. Defined here, not in tools/certify: the model
     stage comes before certification and imports nothing from it."""
+
+    code = "model-store"
 
     code = "model-store"
 

@@ -4,17 +4,15 @@ The signature covers PAE(payloadType, payload), so neither the payload nor its t
 On disk an envelope is the standard DSSE JSON:
   {"payloadType": ..., "payload": <base64>, "signatures": [{"keyid": ..., "sig": <base64>}]}
 
-The DSSE mechanics are securesystemslib's (PAE from securesystemslib.dsse.Envelope, signing with
-CryptoSigner, verification with SSlibKey), under Lanes key ids (sha256 of the raw Ed25519 key), so
-records signed before the switch verify unchanged. What stays here is what securesystemslib does
-not do for us: strict parsing of untrusted JSON (duplicate keys, depth, UTF-8), and the protobuf
-Envelope the records carry.
+The envelope's shape and PAE are decoded by tools/core/dsse.py (pure, no cryptography); signing with
+securesystemslib's CryptoSigner and verification with SSlibKey are here, under Lanes key ids (sha256
+of the raw Ed25519 key). Also here: strict parsing of untrusted JSON (duplicate keys, depth, UTF-8),
+and the protobuf Envelope the records carry.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 import re
@@ -22,11 +20,11 @@ from collections.abc import Mapping
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from securesystemslib import dsse as ssl_dsse
 from securesystemslib import exceptions as ssl_exceptions
 from securesystemslib.signer import CryptoSigner, Signature, SSlibKey
 
 from proto import certification_pb2
+from tools.core import dsse as core_dsse
 from tools.policy.errors import (
     BadSignatureError,
     MalformedEnvelopeError,
@@ -50,9 +48,7 @@ def keyid_for(key: Ed25519PublicKey | Ed25519PrivateKey | bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def pae(payload_type: str, payload: bytes) -> bytes:
-    """Pre-Authentication Encoding: "DSSEv1" SP len(type) SP type SP len(body) SP body (byte lengths)."""
-    return ssl_dsse.Envelope(payload=payload, payload_type=payload_type, signatures={}).pae()
+pae = core_dsse.pae
 
 
 def sslib_key(key: Ed25519PublicKey | Ed25519PrivateKey) -> SSlibKey:
@@ -116,18 +112,6 @@ def verify(env: Envelope, trusted: Mapping[str, Ed25519PublicKey]) -> list[str]:
     )
 
 
-def _b64decode(text: str, field: str) -> bytes:
-    if not isinstance(text, str):
-        raise MalformedEnvelopeError(f"{field} must be a base64 string")
-    # DSSE allows standard or URL-safe base64; padding may be dropped.
-    text = text.replace("-", "+").replace("_", "/")
-    text += "=" * (-len(text) % 4)
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError) as err:
-        raise MalformedEnvelopeError(f"{field} is not base64 ({err})") from err
-
-
 def envelope_to_dict(env: Envelope) -> dict:
     return {
         "payloadType": env.payload_type,
@@ -144,21 +128,13 @@ def envelope_to_json(env: Envelope) -> str:
 
 
 def envelope_from_dict(obj: object) -> Envelope:
-    if not isinstance(obj, dict):
-        raise MalformedEnvelopeError("a DSSE envelope is a JSON object with payloadType, payload, signatures")
-    missing = [k for k in ("payloadType", "payload", "signatures") if k not in obj]
-    if missing:
-        raise MalformedEnvelopeError(f"DSSE envelope lacks {', '.join(missing)}")
-    if not isinstance(obj["payloadType"], str) or not isinstance(obj["signatures"], list):
-        raise MalformedEnvelopeError("payloadType must be a string and signatures a list")
-    env = Envelope(payload_type=obj["payloadType"], payload=_b64decode(obj["payload"], "payload"))
-    for i, s in enumerate(obj["signatures"]):
-        if not isinstance(s, dict) or "sig" not in s:
-            raise MalformedEnvelopeError(f"signatures[{i}] must be an object with 'sig' (and 'keyid')")
-        keyid = s.get("keyid", "")
-        if not isinstance(keyid, str):
-            raise MalformedEnvelopeError(f"signatures[{i}].keyid must be a string")
-        env.signatures.add(keyid=keyid, sig=_b64decode(s["sig"], f"signatures[{i}].sig"))
+    try:
+        decoded = core_dsse.decode_envelope(obj)
+    except core_dsse.MalformedEnvelopeError as err:
+        raise MalformedEnvelopeError(str(err)) from err
+    env = Envelope(payload_type=decoded.payload_type, payload=decoded.payload)
+    for s in decoded.signatures:
+        env.signatures.add(keyid=s.keyid, sig=s.sig)
     return env
 
 

@@ -5,7 +5,10 @@ import json
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from securesystemslib import dsse as ssl_dsse
 
+from tools.core import dsse as core_dsse
+from tools.core.errors import LanesError
 from tools.policy import dsse
 from tools.policy.errors import BadSignatureError, MalformedEnvelopeError, UnknownKeyError
 
@@ -87,6 +90,33 @@ def test_urlsafe_unpadded_base64_and_missing_keyid_accepted():
 def test_malformed_envelopes(text):
     with pytest.raises(MalformedEnvelopeError):
         dsse.envelope_from_json(text)
+
+
+@pytest.mark.parametrize("payload_type,payload", [(PAYLOAD_TYPE, b"hello world"), ("t\u00e9", b""),
+                                                  ("application/x", bytes(range(256)))])
+def test_core_pae_is_securesystemslib_pae(payload_type, payload):
+    expected = ssl_dsse.Envelope(payload=payload, payload_type=payload_type, signatures={}).pae()
+    assert core_dsse.pae(payload_type, payload) == expected
+
+
+def test_core_decoder_reads_the_envelope_without_cryptography():
+    key = Ed25519PrivateKey.generate()
+    env = dsse.sign(PAYLOAD_TYPE, b"body", key)
+    decoded = core_dsse.decode_envelope(json.loads(dsse.envelope_to_json(env)))
+    assert decoded == core_dsse.DecodedEnvelope(PAYLOAD_TYPE, b"body", (core_dsse.Signature(dsse.keyid_for(key),
+                                                                                            env.signatures[0].sig),))
+
+
+@pytest.mark.parametrize("obj", [[], {"payloadType": "t", "payload": "!!", "signatures": []},
+                                 {"payloadType": "t", "payload": ""},
+                                 {"payloadType": "t", "payload": "", "signatures": [{"keyid": 1, "sig": ""}]}])
+def test_core_decoder_refuses_malformed_envelopes(obj):
+    with pytest.raises(core_dsse.MalformedEnvelopeError) as caught:
+        core_dsse.decode_envelope(obj)
+    assert isinstance(caught.value, LanesError) and caught.value.code == "malformed-envelope"
+    with pytest.raises(MalformedEnvelopeError) as caught:
+        dsse.envelope_from_dict(obj)
+    assert caught.value.code == "malformed-envelope" and isinstance(caught.value, LanesError)
 
 
 if __name__ == "__main__":

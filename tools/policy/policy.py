@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
+from collections.abc import Collection
 
 from google.protobuf import json_format
 
 from proto import admission_pb2
 from tools.policy import dsse, safe_io, trust
-from tools.policy.errors import CertifyError, PolicyError
+from tools.policy.errors import PolicyError, TrustError
 
 POLICY_SCHEMA_VERSION = 1
 
@@ -27,7 +28,7 @@ def policy_from_json(text: str | bytes, source: str = "policy") -> admission_pb2
     try:
         obj = dsse.loads_strict(text)  # duplicate keys / depth / UTF-8 first: json_format keeps the last duplicate
         json_format.ParseDict(obj, policy)
-    except (CertifyError, json_format.ParseError) as err:
+    except (TrustError, json_format.ParseError) as err:
         raise PolicyError(f"{source}: not an AdmissionPolicy in JSON ({err}); see tools/admission/policy_tool.py") from err
     validate(policy, source)
     return policy
@@ -37,7 +38,7 @@ def load_policy(path: pathlib.Path | str) -> admission_pb2.AdmissionPolicy:
     path = pathlib.Path(path)
     try:
         data = safe_io.read_regular_file(path)
-    except CertifyError as err:
+    except TrustError as err:
         raise PolicyError(f"{path}: cannot read policy ({err}); create one with policy_tool.py") from err
     return policy_from_json(data, str(path))
 
@@ -92,3 +93,9 @@ def policy_to_json(policy: admission_pb2.AdmissionPolicy) -> str:
 
 def policy_digest(policy: admission_pb2.AdmissionPolicy) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(policy).encode("utf-8")).hexdigest()
+
+
+def accepted_record_schema_versions(supported: Collection[int] | None, known: Collection[int]) -> frozenset[int]:
+    """The record schema versions a verifier accepts: those of `known` that the policy's
+    supported_record_schema_versions names, or every known one where the policy names none."""
+    return frozenset(known) & frozenset(supported) if supported else frozenset(known)

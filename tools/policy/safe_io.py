@@ -30,7 +30,7 @@ def _kind(mode: int) -> str:
 
 
 def read_regular_file(path: pathlib.Path | str, *, follow_symlinks: bool = True, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of `path`, a regular file of at most `limit` bytes; raises a CertifyError otherwise.
+    """The bytes of `path`, a regular file of at most `limit` bytes; raises a TrustError otherwise.
 
     follow_symlinks=False (record directories) refuses symlinks outright: a record is a file in the
     directory, not a pointer to anything on the host (and a link loop must not be followed).

@@ -5,10 +5,10 @@ Each carries the reason code that admission reports ("rollback: ..."), like tool
 
 from __future__ import annotations
 
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 
 
-class DistributionError(CertifyError):
+class DistributionError(TrustError):
     """Base of every repository / refresh failure."""
 
     code = "distribution"

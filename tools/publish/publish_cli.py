@@ -23,8 +23,9 @@ import sys
 
 from absl import app, flags
 
+from tools.core.errors import exit_status_of
 from tools.policy import keys, safe_io
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 from tools.publish import publish_files, repository, revocations
 
 FLAGS = flags.FLAGS
@@ -87,9 +88,9 @@ def main(argv: list[str]) -> None:
             print(f"root v{repo.root().signed.version} lists the new targets key; retirement published in targets version {v}")
         elif FLAGS.mode == "timestamp":
             print(f"timestamp version {repo.refresh_timestamp(s.of('timestamp')[0])}")
-    except CertifyError as err:
+    except TrustError as err:
         print(f"{err.code}: {safe_io.escape(err)}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(exit_status_of(err))
 
 
 if __name__ == "__main__":

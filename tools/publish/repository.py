@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import hashlib
-import os
 import pathlib
-import tempfile
 from collections.abc import Iterable, Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -45,9 +42,10 @@ from tuf.api.serialization.json import JSONSerializer
 
 from proto import distribution_pb2
 from tools.certify import records
+from tools.core import atomic_files
 from tools.policy import dsse, timestamps, trust
 from tools.policy import keys as keys_lib
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 from tools.publish import revocations, translog
 from tools.publish.distribution_errors import PublishError
 
@@ -103,24 +101,6 @@ class Signers:
         return keys
 
 
-def _atomic_write(path: pathlib.Path, data: bytes, sync: bool = True) -> None:
-    """Temp file + rename: readers see the old file or the new one, never half of one. Target files
-    skip the fsync (thousands per publish): they are content-addressed and hash-checked, and the
-    metadata naming them is synced after them."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if sync:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class RecordRepository:
     """One repository directory; every method that changes it writes a complete new version."""
 
@@ -174,14 +154,14 @@ class RecordRepository:
             md.sign(signer(k), append=True)
         data = md.to_bytes(_SERIALIZER)
         for name in names:
-            _atomic_write(self.metadata_dir / name, data)
+            atomic_files.write_bytes_atomic(self.metadata_dir / name, data)
         return data
 
     def _write_target(self, path: str, data: bytes, custom: dict | None = None) -> TargetFile:
         info = TargetFile.from_data(path, data, ["sha256"])
         if custom:
             info.unrecognized_fields["custom"] = custom
-        _atomic_write(self.targets_dir / self._target_file_name(path, info.hashes["sha256"]), data, sync=False)
+        atomic_files.write_bytes_atomic(self.targets_dir / self._target_file_name(path, info.hashes["sha256"]), data)
         return info
 
     def init(self, root_keys: Sequence[Ed25519PrivateKey], root_threshold: int, targets_keys: Sequence[Ed25519PrivateKey],
@@ -261,7 +241,7 @@ class RecordRepository:
                 else:
                     records.verify_record(env, store)
                     kind = "certification"
-            except CertifyError as err:
+            except TrustError as err:
                 raise PublishError(
                     f"{name}: not a record signed by a current targets key of this repository ({err.code}: {err}); "
                     "Trackers would refuse it. Sign it with the issuer key the root lists") from err
@@ -329,7 +309,3 @@ class RecordRepository:
             revs.append(revocations.sign(rev, new_targets_keys[0]))
         rotated = dataclasses.replace(signers, targets=list(new_targets_keys))
         return self.publish(rotated, (), revs, now)
-
-
-def file_digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()

@@ -18,7 +18,7 @@ from google.protobuf import json_format
 from proto import certification_pb2, distribution_pb2, runner_report_pb2
 from tools.certify import records
 from tools.policy import dsse, safe_io, timestamps, trust
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 from tools.publish.distribution_errors import MalformedRevocationError
 
 SCHEMA_VERSION = 1
@@ -84,14 +84,14 @@ def sign(rev: distribution_pb2.Revocation, key: Ed25519PrivateKey) -> certificat
 
 
 def verify(env: certification_pb2.Envelope, store: trust.TrustStore, source: str = "revocation") -> distribution_pb2.Revocation:
-    """The revocation if signed by a key of `store` and well formed; raises a CertifyError otherwise."""
+    """The revocation if signed by a key of `store` and well formed; raises a TrustError otherwise."""
     if env.payload_type != PAYLOAD_TYPE:
         raise MalformedRevocationError(f"{source}: payload type {env.payload_type!r}, expected {PAYLOAD_TYPE}")
     keyids = dsse.verify(env, store.public_keys)
     rev = distribution_pb2.Revocation()
     try:
         json_format.ParseDict(dsse.loads_strict(env.payload), rev)
-    except (CertifyError, json_format.ParseError) as err:
+    except (TrustError, json_format.ParseError) as err:
         raise MalformedRevocationError(f"{source}: payload is not a Revocation ({err})") from err
     if rev.issuer not in keyids:
         raise MalformedRevocationError(f"{source}: names issuer {rev.issuer[:16]}.. but is signed by {keyids[0][:16]}..")
@@ -108,10 +108,6 @@ class RevocationSet:
     @property
     def digests(self) -> list[str]:
         return sorted(d for d, _ in self.items)
-
-    def retired_keys(self) -> dict[str, bytes]:
-        """keyid -> raw public key of every key revoked from a time on (what it signed before stands)."""
-        return {r.issuer_keyid: bytes(r.issuer_public_key) for _, r in self.items if r.issuer_keyid and r.effective_from}
 
     def reason(self, record_digest: str, record, signer_keyids: list[str]) -> str:
         """'revoked: <reason> (revocation <digest>)' for the first revocation that covers the record
@@ -133,7 +129,7 @@ def _covers(r: distribution_pb2.Revocation, record_digest: str, record, signer_k
         issued = getattr(record, "issued_at", "")
         try:
             return timestamps.parse_utc(issued) >= timestamps.parse_utc(r.effective_from)
-        except CertifyError:
+        except TrustError:
             return True  # no readable issue time: cannot prove it predates the revocation
     scope = getattr(record, "scope", None)
     if scope is None:  # a compatibility record: revoked by scope when any of its lanes matches
@@ -166,6 +162,6 @@ def load_dir(directory: pathlib.Path | str, store: trust.TrustStore) -> tuple[Re
         try:
             data = safe_io.read_regular_file(path, follow_symlinks=False)
             items.append((records.sha256_digest(data), verify(dsse.envelope_from_json(data), store, str(path))))
-        except CertifyError as err:
+        except TrustError as err:
             problems.append(f"{path.name}: {err.code}: {err}")
     return RevocationSet(tuple(items)), problems

@@ -15,10 +15,7 @@ signed revocation covers, are refused as retired-key (the key's records need a r
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import os
 import pathlib
-import tempfile
 
 from google.protobuf import json_format
 from tuf.api import exceptions as tuf_errors
@@ -27,8 +24,9 @@ from tuf.ngclient import Updater, UpdaterConfig
 
 from proto import certification_pb2, distribution_pb2
 from tools.certify import records
+from tools.core import atomic_files
 from tools.policy import dsse, safe_io, trust
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 from tools.publish import repository, revocations, translog
 from tools.publish.distribution_errors import (
     BelowThresholdError,
@@ -124,13 +122,6 @@ def _classify(err: Exception) -> DistributionError:
     return DistributionError(f"{type(err).__name__}: {msg}")
 
 
-def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
 class Tracker:
     """One Tracker's local state directory (metadata cache, target cache, log state) and its repository."""
 
@@ -153,7 +144,7 @@ class Tracker:
         if path.exists():
             try:
                 json_format.ParseDict(dsse.loads_strict(safe_io.read_regular_file(path)), state)
-            except (CertifyError, json_format.ParseError) as err:
+            except (TrustError, json_format.ParseError) as err:
                 raise DistributionError(f"{path}: Tracker state unreadable ({err}); it holds the checkpoints "
                                         "seen so far, so it is never reset silently: restore it or remove it deliberately") from err
         return state
@@ -209,7 +200,7 @@ class Tracker:
             return self._check_log_and_build(root, files, versions)
         except DistributionError:
             raise
-        except CertifyError as err:  # e.g. a checkpoint that is not an envelope: the log is unusable
+        except TrustError as err:  # e.g. a checkpoint that is not an envelope: the log is unusable
             raise LogMismatchError(f"transparency log unusable ({err.code}: {err})") from err
 
     def _check_log_and_build(self, root: Root, files: dict[str, bytes], versions: dict[str, int]) -> TrackerView:
@@ -223,7 +214,7 @@ class Tracker:
         entries = distribution_pb2.LogEntries()
         try:
             json_format.ParseDict(dsse.loads_strict(files[repository.LOG_ENTRIES]), entries)
-        except (CertifyError, json_format.ParseError) as err:
+        except (TrustError, json_format.ParseError) as err:
             raise LogMismatchError(f"log/entries.json is not a LogEntries ({err})") from err
         tree = translog.build_tree(entries)
         translog.check_against_checkpoint(tree, checkpoint)
@@ -250,7 +241,7 @@ class Tracker:
                 raise LogMismatchError(f"revocation {path} is served but not in the log; the repository is inconsistent")
             try:
                 pending.append((path, digest, dsse.envelope_from_json(data)))
-            except CertifyError as err:
+            except TrustError as err:
                 raise MalformedRevocationError(f"revocation {path}: {err}") from err
         revs: list[tuple[str, distribution_pb2.Revocation]] = []
         signer_keys = dict(current.public_keys)
@@ -260,7 +251,7 @@ class Tracker:
             for path, digest, env in pending:
                 try:
                     revs.append((digest, revocations.verify(env, store, path)))
-                except CertifyError as err:
+                except TrustError as err:
                     if store_round == "revoked-keys":
                         raise MalformedRevocationError(f"revocation {path} does not verify ({err.code}: {err}); "
                                                        "nothing is admitted while a revocation cannot be read") from err
@@ -282,13 +273,13 @@ class Tracker:
             digest = records.sha256_digest(data)
             try:
                 env = dsse.envelope_from_json(data)
-            except CertifyError as err:
+            except TrustError as err:
                 raise LogMismatchError(f"record target {path} is not a DSSE envelope ({err})") from err
             kind = "compatibility" if env.payload_type.startswith(records.COMPATIBILITY_FAMILY + ".") else "certification"
             published.append(PublishedRecord(env, digest, path, index_by_digest.get(digest, -1), kind))
         new_state = distribution_pb2.TrackerState(seen_targets_keyids=sorted(seen))
         new_state.last_checkpoint.CopyFrom(checkpoint)
-        _atomic_write(self.state_dir / STATE_FILE,
+        atomic_files.write_bytes_atomic(self.state_dir / STATE_FILE,
                       (json_format.MessageToJson(new_state, preserving_proto_field_name=True, sort_keys=True) + "\n").encode())
         return TrackerView(
             records=published, revocations=rev_set, checkpoint=checkpoint,
@@ -296,7 +287,3 @@ class Tracker:
             log_entries=entries, trust_store=trust.as_trust_store(signer_keys), current_keyids=current_ids,
             retired_keyids=retired, versions=versions, refreshed_at=checkpoint.timestamp,
         )
-
-
-def now_utc() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)

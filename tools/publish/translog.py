@@ -19,7 +19,7 @@ from pymerkle.proof import InclusionProof
 
 from proto import certification_pb2, distribution_pb2
 from tools.policy import dsse, timestamps, trust
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 from tools.publish import revocations
 from tools.publish.distribution_errors import LogForkError, LogMismatchError
 
@@ -60,7 +60,7 @@ def verify_checkpoint(env: certification_pb2.Envelope, store: trust.TrustStore) 
         dsse.verify(env, store.public_keys)
         cp = distribution_pb2.Checkpoint()
         json_format.ParseDict(dsse.loads_strict(env.payload), cp)
-    except (CertifyError, json_format.ParseError) as err:
+    except (TrustError, json_format.ParseError) as err:
         raise LogMismatchError(f"checkpoint not signed by a current targets key or not a Checkpoint ({err})") from err
     if cp.origin != ORIGIN:
         raise LogMismatchError(f"checkpoint of log {cp.origin!r}, this Tracker follows {ORIGIN!r}")

@@ -1,7 +1,7 @@
 """Benchmark (not a test): a record repository with 10,000 records; a Tracker refreshes over a
 loopback HTTP server and decides a route. Prints wall times and the Tracker's peak RSS.
 
-  bazel run //tools/publish:bench_10k -- [--records=10000] [--work_dir=/tmp/bench]
+  bazel run //tools/admission:tracker_bench_10k -- [--records=10000] [--work_dir=/tmp/bench]
 
 The Tracker runs in a fresh (spawned) process so its peak RSS is its own, not the publisher's.
 Cold = first refresh (downloads every target); warm = the next refresh after one more record was
@@ -23,9 +23,11 @@ import time
 from absl import app, flags
 
 from tools.admission import tracker_admission
+from tools.admission.testing import routes
 from tools.certify import records, sample_reports
 from tools.policy import dsse, timestamps
-from tools.publish import testing_repo, tracker
+from tools.publish import tracker
+from tools.publish.testing import repo as testing_repo
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("records", 10_000, "How many records the repository holds.")
@@ -54,7 +56,7 @@ def _tracker_run(state_dir: str, url: str, root1: bytes, report_bytes: bytes, qu
     from proto import runner_report_pb2
     report = runner_report_pb2.RunnerReport.FromString(report_bytes)
     t = tracker.Tracker(state_dir, url, bootstrap_root=root1)
-    policy, route = testing_repo.policy(), testing_repo.route_for(report)
+    policy, route = testing_repo.policy(), routes.route_for(report)
     for phase in ("cold", "warm"):
         if phase == "warm":
             queue.get()  # wait for the parent's extra publish

@@ -11,9 +11,10 @@ import pytest
 from google.protobuf import json_format
 
 from tools.admission import admission_cli, decision_summary
+from tools.admission.testing import routes
 from tools.policy import keys
 from tools.policy import policy as policy_lib
-from tools.publish import testing_repo
+from tools.publish.testing import repo as testing_repo
 
 
 def publish(*args):
@@ -46,7 +47,7 @@ def test_publish_cli_and_admission_cli_over_a_repository(tmp_path):
     assert publish("--mode=add", f"--repository={repo}", f"--record={tmp_path / name}",
                    f"--targets_key={k['issuer'].private_key}", *roles).returncode == 0
     (tmp_path / "policy.json").write_text(policy_lib.policy_to_json(testing_repo.policy()))
-    (tmp_path / "route.json").write_text(json_format.MessageToJson(testing_repo.route_for(report)))
+    (tmp_path / "route.json").write_text(json_format.MessageToJson(routes.route_for(report)))
     summary = tmp_path / "decision.intoto.dsse.json"
     code, text = admit(tmp_path, f"--summary_key={k['tracker'].private_key}", f"--summary_out={summary}")
     assert code == admission_cli.EXIT_ROUTABLE, text

@@ -13,9 +13,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proto import distribution_pb2
 from tools.admission import decision_summary, tracker_admission
+from tools.admission.testing import routes
 from tools.certify import records
 from tools.policy import timestamps
-from tools.publish import revocations, testing_repo, translog
+from tools.publish import revocations, translog
+from tools.publish.testing import repo as testing_repo
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -46,7 +48,7 @@ def test_publish_admit_revoke_refuse_over_loopback_http(served):
     version = fx.repo.publish(fx.signers, [(name, data)])
     _stamp(f"published {name} as targets v{version} at {url}", t0)
     tracker = fx.tracker(url=url)
-    route = testing_repo.route_for(report)
+    route = routes.route_for(report)
     decision, view = tracker_admission.refresh_and_decide(tracker, testing_repo.policy(), route)
     _stamp(f"Tracker refreshed (root v{view.versions['root']}, targets v{view.versions['targets']}, log size "
            f"{view.checkpoint.tree_size}): {'ROUTABLE' if decision.routable else 'REFUSED'} {list(decision.reasons)}", t0)

@@ -2,7 +2,7 @@
 
 Every test first shows the honest path admitting, then the attack refusing, so each check is seen
 failing on exactly the input that should fail it. Keys are throwaway; the repository is served as
-file:// (tools/publish/loopback_test.py serves it over a loopback HTTP server).
+file:// (tools/admission/publish_loopback_test.py serves it over a loopback HTTP server).
 """
 
 import dataclasses
@@ -15,9 +15,10 @@ from tuf.api.metadata import Metadata, Root, Targets
 
 from proto import distribution_pb2
 from tools.admission import admission, tracker_admission
+from tools.admission.testing import routes
 from tools.certify import records
 from tools.policy import dsse, timestamps
-from tools.publish import repository, revocations, testing_repo, translog
+from tools.publish import repository, revocations, translog
 from tools.publish.distribution_errors import (
     BelowThresholdError,
     FreezeError,
@@ -27,6 +28,7 @@ from tools.publish.distribution_errors import (
     RollbackError,
     TargetHashMismatchError,
 )
+from tools.publish.testing import repo as testing_repo
 
 POLICY = testing_repo.policy()
 
@@ -43,7 +45,7 @@ def published(fx, **device):
 
 
 def decide(tracker, report, extra=()):
-    decision, view = tracker_admission.refresh_and_decide(tracker, POLICY, testing_repo.route_for(report),
+    decision, view = tracker_admission.refresh_and_decide(tracker, POLICY, routes.route_for(report),
                                                           extra_records=extra)
     return decision, view
 
@@ -148,10 +150,10 @@ def test_a_record_never_published_is_refused_even_if_correctly_signed(fx):
     _, other, _ = testing_repo.record_file(fx.issuer, issued_at=timestamps.now() - dt.timedelta(seconds=10))
     copy = admission.SignedInput(dsse.envelope_from_json(other), records.sha256_digest(other), "side-loaded.dsse.json")
     view = fx.tracker().refresh()
-    decision = tracker_admission.decide_from_view(view, POLICY, testing_repo.route_for(report), extra_records=[copy])
+    decision = tracker_admission.decide_from_view(view, POLICY, routes.route_for(report), extra_records=[copy])
     admitted(decision)  # the published record admits; the side-loaded one is screened out
     alone = dataclasses.replace(view, records=[])
-    refused_with(tracker_admission.decide_from_view(alone, POLICY, testing_repo.route_for(report), extra_records=[copy]),
+    refused_with(tracker_admission.decide_from_view(alone, POLICY, routes.route_for(report), extra_records=[copy]),
                  "not-in-log")
 
 
@@ -235,13 +237,13 @@ def test_a_checkpoint_that_is_not_an_envelope_refuses_the_view(fx):
 def test_an_admitting_record_must_prove_inclusion(fx):
     data, report = published(fx)
     view = fx.tracker().refresh()
-    admitted(tracker_admission.decide_from_view(view, POLICY, testing_repo.route_for(report)))
+    admitted(tracker_admission.decide_from_view(view, POLICY, routes.route_for(report)))
     # A view whose log index points the record at another leaf: the screen passes, the proof fails.
     published(fx, lane_id="linux-x86_64-other")
     view = fx.tracker("t2").refresh()
     digest = records.sha256_digest(data)
     view.log_index_by_digest[digest] = 1 - view.log_index_by_digest[digest]
-    refused_with(tracker_admission.decide_from_view(view, POLICY, testing_repo.route_for(report)), "not-in-log")
+    refused_with(tracker_admission.decide_from_view(view, POLICY, routes.route_for(report)), "not-in-log")
 
 
 def test_unreadable_tracker_state_is_never_reset_silently(fx):
@@ -286,7 +288,7 @@ def test_rotation_honours_records_issued_before_and_refuses_later_ones_by_the_re
     view.log_index_by_digest[records.sha256_digest(stolen)] = 0  # even if it were in the log
     copy = admission.SignedInput(dsse.envelope_from_json(stolen), records.sha256_digest(stolen), name)
     refused_with(tracker_admission.decide_from_view(dataclasses.replace(view, records=[]), POLICY,
-                                                    testing_repo.route_for(report), extra_records=[copy]), "revoked")
+                                                    routes.route_for(report), extra_records=[copy]), "revoked")
     # The publisher refuses to publish what the retired key signs.
     with pytest.raises(Exception, match="current targets key"):
         fx.repo.publish(dataclasses.replace(fx.signers, targets=[new_issuer]), [(name, stolen)])

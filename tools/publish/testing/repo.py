@@ -1,4 +1,6 @@
-"""Test fixtures (testonly): a record repository with throwaway keys, records issued now, a Tracker."""
+"""Test fixtures (testonly): a record repository with throwaway keys, records issued now, a Tracker.
+
+A route to decide with is admission's: tools/admission/testing/routes.py."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import pathlib
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tools.admission import admission
 from tools.certify import records, sample_reports
 from tools.policy import dsse, timestamps
 from tools.publish import repository, tracker
@@ -59,9 +60,3 @@ def record_file(key: Ed25519PrivateKey, lane_id: str = "linux-x86_64-cpu", issue
 
 def policy():
     return sample_reports.make_policy()
-
-
-def route_for(report, route_id: str = "r1"):
-    recipe = sample_reports.make_recipe(kv_cache_types=["f16"], flash_attention=["off"], context_size=2048,
-                                        parallel_sequences=1)
-    return admission.route_from_nodes([sample_reports.node_for(report)], sample_reports.MODEL_SHA256, route_id, recipe)
