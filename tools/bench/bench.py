@@ -19,7 +19,8 @@ import subprocess
 import time
 
 from proto import bench_report_pb2
-from tools.runner import exits, speed
+from tools.runner import exits
+from tools.runner.checks import speed
 
 SCHEMA_VERSION = 1
 LANE, REFERENCE = "lane", "reference"

@@ -29,7 +29,7 @@ import numpy as np
 from tools.evidence import build_evidence
 from tools.model import reference_forward
 from tools.runner import exits, log_blocks
-from tools.runner.reference_parity import TIE_MARGIN, compare
+from tools.runner.checks.reference_parity import TIE_MARGIN, compare
 from tools.runner.steps import ProcessTracker, Step
 
 SCHEMA_VERSION = 1

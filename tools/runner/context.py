@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+from typing import TYPE_CHECKING
 
 from proto import build_evidence_pb2 as epb
 from proto import runner_report_pb2 as rpb
-from tools.runner.config import RunnerConfig
 from tools.runner.lane_spec import Lane
 from tools.runner.steps import ProcessTracker
+
+if TYPE_CHECKING:  # the config is built from the checks, which use this module
+    from tools.runner.config import RunnerConfig
 
 
 @dataclasses.dataclass

@@ -6,11 +6,13 @@ its own few packages.
 
 from __future__ import annotations
 
+from tools.core import errors
+
 import json
 import pathlib
 
 
-class PolicyFloorsError(Exception):
+class PolicyFloorsError(errors.UsageError):
     """The policy file cannot be read; the message names it."""
 
 

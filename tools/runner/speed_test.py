@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tools.runner import speed
+from tools.runner.checks import speed
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
 CPU_JSON = json.loads((TESTDATA / "llama_bench_cpu.json").read_text())

@@ -14,7 +14,7 @@ from proto import ctest_report_pb2 as ctest_pb
 from proto import runner_report_pb2 as rpb
 from tools.ctest import ctest_run, fake_bundle
 from tools.runner import report as report_lib
-from tools.runner import upstream_ctest
+from tools.runner.checks import upstream_ctest
 from tools.runner.config import RunnerConfig
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import Lane

@@ -23,6 +23,7 @@ import re
 import threading
 
 from proto import runner_report_pb2 as rpb
+from tools.runner.checks.base import Check
 from tools.runner.context import RunContext
 from tools.runner.llama_server import LlamaServer, ServerError, max_busy, parse_server_log
 from tools.runner.steps import Step
@@ -145,7 +146,7 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return c, m
 
 
-def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_concurrency(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     n_predict = max(ctx.config.n_predict, N_PREDICT)
     tie_tolerance = 2 * ctx.config.parity_max_abs_delta
     step.log(f"# lanes-config n_parallel={N_PARALLEL}")
@@ -183,3 +184,7 @@ def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     return evaluate(logs_dir)[2]
+
+
+CHECK = Check(name="concurrency", run=run_concurrency, recompute=recompute, problems=problems,
+              figures=("concurrent_sequences", "tokens", "wall_seconds_concurrent"))

@@ -12,6 +12,7 @@ TIE_MARGIN): where nothing has a clear top-1, top-1 agreement proves nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pathlib
 import re
@@ -19,6 +20,7 @@ import re
 import numpy as np
 
 from proto import runner_report_pb2 as rpb
+from tools.runner.checks.base import Check, option
 from tools.model import reference_forward
 from tools.runner import exits
 from tools.runner.context import RunContext
@@ -142,7 +144,7 @@ def _read(res, path: pathlib.Path):
     return reference_forward.read_logits_file(path)
 
 
-def run_reference_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_reference_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg = ctx.config
     tol = tolerances(ctx)
     for key, value in tol.items():
@@ -193,3 +195,21 @@ def problems(logs_dir: pathlib.Path) -> list[str]:
     tol = read_tolerances((logs_dir / f"{STEP}.log").read_text(encoding="utf-8", errors="replace"))
     counts, metrics = recompute(logs_dir)
     return judge(counts, metrics, tol)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    # Model-level parity tolerances (defaults measured on the tiny F32 model, see README.md).
+    parity_max_abs_delta: float = option(0.05, "reference_parity: max |delta logit|.")
+    parity_max_mean_kl: float = option(1e-4, "reference_parity: max mean KL (nats).")
+    # On positions whose reference top-1 margin is decisive.
+    parity_min_top1: float = option(1.0, "reference_parity: min top-1 agreement on decisive positions.")
+    # A comparison where few positions have a clear top-1 (margin > 0.1 nats) proves little.
+    parity_min_decisive_fraction: float = option(0.5)
+    # CPU lane vs the float64 NumPy reference, flash attention off (measured 1.2e-5 / 9e-13 on F32).
+    reference_max_abs_delta: float = option(1e-3)
+    reference_max_mean_kl: float = option(1e-8)
+
+
+CHECK = Check(name="reference_parity", run=run_reference_parity, recompute=recompute, problems=problems,
+              figures=("max_abs_delta_logit", "mean_kl", "top1_agreement"), options=Options)

@@ -34,7 +34,7 @@ import pathlib
 import re
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import config as config_lib
+from tools.runner.checks.base import Check, option
 from tools.runner import exits
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
@@ -310,6 +310,11 @@ def read_config(text: str) -> FixtureConfig:
 # ---- verdict ------------------------------------------------------------------------------------
 
 
+def _check_names() -> tuple[str, ...]:
+    from tools.runner import checks  # the registry imports this module
+    return checks.names()
+
+
 def coverage(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, str], list[str]]:
     """(op -> check that covers it instead, required ops covered by nothing)."""
     elsewhere, uncovered = {}, []
@@ -317,7 +322,7 @@ def coverage(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, str], list[st
         if s.ops.get(op, OpCounts()).evaluated > 0:
             continue
         check = cfg.op_coverage.get(op, "")
-        if check and check != STEP and check in config_lib.CHECKS:
+        if check and check != STEP and check in _check_names():
             elsewhere[op] = check
         else:
             uncovered.append(op)
@@ -443,7 +448,7 @@ def required_ops(ctx: RunContext) -> tuple[str, ...]:
     return tuple(ops)
 
 
-def fixture_jobs(cfg: config_lib.RunnerConfig) -> int:
+def fixture_jobs(cfg) -> int:
     if cfg.fixture_jobs < 0:
         raise ValueError(f"--fixture_jobs={cfg.fixture_jobs}: give 0 (automatic) or a positive count")
     return cfg.fixture_jobs or max(1, min(8, (os.cpu_count() or 1) // 2))
@@ -464,7 +469,7 @@ def fixture_command(ctx: RunContext) -> list[str]:
     return argv
 
 
-def run_fixture_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_fixture_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     if ctx.config.fixture_ops:
         ctx.non_recordable.append(f"--fixture_ops={ctx.config.fixture_ops} (bring-up op filter)")
     argv = fixture_command(ctx)
@@ -496,3 +501,16 @@ def problems(logs_dir: pathlib.Path) -> list[str]:
     cfg = read_config(text)
     status, message = judge(parse_test_backend_ops(text, cfg.mode), cfg)
     return [] if status == CR.PASS else [message]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    fixture_ops: str = option("", "test-backend-ops -o filter (bring-up only, non-recordable).")
+    # test-backend-ops -j (its own worker threads, each with its own backend instance; test mode
+    # only). 0 = half the host's cores, at most 8: Vulkan's per-shape pipeline creation made the
+    # serial run longer than one step timeout on the H200.
+    fixture_jobs: int = option(0, "Accelerator lanes: test-backend-ops -j worker threads (0: half the cores, at most 8).")
+
+
+CHECK = Check(name="fixture_parity", run=run_fixture_parity, recompute=recompute, problems=problems,
+              figures=("ops_tested", "ops_passed", "ops_failed", "ops_not_supported"), options=Options)

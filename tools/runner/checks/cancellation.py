@@ -19,6 +19,7 @@ bytes the client read) and cancellation.sigint.log.
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import re
 import signal
@@ -26,6 +27,7 @@ import subprocess
 import time
 
 from proto import runner_report_pb2 as rpb
+from tools.runner.checks.base import Check, option
 from tools.runner import exits
 from tools.runner.context import RunContext
 from tools.runner.llama_server import SERVER_SIGINT_EXIT, LlamaServer, ServerError, parse_server_log
@@ -189,7 +191,7 @@ def sigint_generation(ctx: RunContext, step: Step) -> list[str]:
     return []
 
 
-def run_cancellation(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_cancellation(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg = ctx.config
     step.log(f"# lanes-config cancel_bound_s={cfg.cancel_bound_s!r}")
     step.log(f"# lanes-config stream_n_predict={STREAM_PREDICT}")
@@ -214,3 +216,15 @@ def run_cancellation(ctx: RunContext, step: Step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     return evaluate(logs_dir)[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    sigint_exit_bound_s: float = option(10.0)
+    # A dropped stream's slot must be released (server log) within this bound, and the next
+    # request served within it; written into the step's configuration.
+    cancel_bound_s: float = option(5.0)
+
+
+CHECK = Check(name="cancellation", run=run_cancellation, recompute=recompute, problems=problems,
+              figures=("recovery_seconds", "sigint_exit_seconds"), options=Options)

@@ -25,6 +25,7 @@ import sys
 import numpy as np
 
 from proto import runner_report_pb2 as rpb
+from tools.runner.checks.base import Check
 from tools.runner import cpu_variant_probe as probe
 from tools.runner import exits, log_blocks
 from tools.runner.context import RunContext
@@ -34,7 +35,7 @@ CR = rpb.CheckResult
 
 STEP = "cpu_variants"
 BASELINE = "x64"
-PROBE = pathlib.Path(__file__).resolve().parent / "cpu_variant_probe.py"
+PROBE = pathlib.Path(__file__).resolve().parents[1] / "cpu_variant_probe.py"
 # Normalized mean squared error bounds. x64 vs float64 of the dequantized weights: test-backend-ops'
 # MUL_MAT bound (measured 4e-8 for F16 to 6.5e-5 for Q6_K: the activations are quantized to Q8 too).
 # Another variant vs x64: measured 1e-13 (AVX2/AVX-512 kernels) and 4.8e-8 (AMX); one element of
@@ -313,7 +314,7 @@ def problems(logs_dir: pathlib.Path) -> list[str]:
     return [] if _not_applicable(logs_dir) else evaluate(logs_dir)[2]
 
 
-def run_cpu_variants(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_cpu_variants(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     if ctx.lane.is_accelerator or not ctx.lane.cpu_variants:
         step.result.required = False
         step.log(_NOT_APPLICABLE)
@@ -350,3 +351,7 @@ def run_cpu_variants(ctx: RunContext, step: Step) -> tuple[int, str]:
     return CR.PASS, (f"{counts['variants_runnable']} of {counts['variants_shipped']} variants run on this host "
                      f"({', '.join(runnable)}); {evaluated} cases evaluated: x64 within NMSE {MAX_NMSE_REFERENCE:g} "
                      f"of float64 from gguf-py's dequantization, the others within {MAX_NMSE_VARIANT:g} of x64")
+
+
+CHECK = Check(name="cpu_variants", run=run_cpu_variants, recompute=recompute, problems=problems,
+              figures=("variants_shipped", "variants_runnable", "variants_crashed"))

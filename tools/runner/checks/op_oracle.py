@@ -54,6 +54,7 @@ import shlex
 import numpy as np
 
 from proto import runner_report_pb2 as rpb
+from tools.runner.checks.base import Check
 from tools.model import reference_forward as rf
 from tools.runner import exits
 
@@ -563,7 +564,7 @@ def eval_command(bin_path: pathlib.Path, model: pathlib.Path, prompt: str, threa
             "-ctk", "f32", "-ctv", "f32", "--seed", str(seed)]
 
 
-def run_op_oracle(ctx, step) -> tuple[int, str]:
+def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg = ctx.config
     if ctx.lane.is_accelerator:
         # Accelerators are checked op by op by fixture parity against the CPU backend and model-level
@@ -645,3 +646,6 @@ def problems(logs_dir: pathlib.Path, model: pathlib.Path | None = None) -> list[
         return ["the lane crashed: " + "; ".join(crashes)]
     counts, metrics, _, config = evaluate_log(text, model)
     return judge(counts, metrics, config)
+
+
+CHECK = Check(name="op_oracle", run=run_op_oracle, recompute=recompute, problems=problems)

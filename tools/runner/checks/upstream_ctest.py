@@ -16,7 +16,9 @@ counts and the verdict from the raw ctest log and the manifest alone.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import pathlib
 import shlex
 import shutil
@@ -28,6 +30,7 @@ from google.protobuf import json_format
 
 from proto import ctest_report_pb2 as ctest_pb
 from proto import runner_report_pb2 as rpb
+from tools.runner.checks.base import Check, option
 from tools.ctest import bundle as bundle_lib
 from tools.ctest import ctest_run
 from tools.runner.context import RunContext
@@ -135,7 +138,7 @@ def _tracked_launch(step: Step, limit_s: float):
     return launch
 
 
-def run_upstream_ctest(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_upstream_ctest(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg = ctx.config
     if cfg.ctest_bundle is None:
         if not ctx.lane.ctest_in_certification:
@@ -164,7 +167,7 @@ def run_upstream_ctest(ctx: RunContext, step: Step) -> tuple[int, str]:
     shutil.copyfile(bundle / "manifest.json", ctx.logs_dir / MANIFEST)
     opts = ctest_run.Options(
         bundle=bundle, lane_dir=cfg.lane_dir, out=ctx.logs_dir, ctest=cfg.ctest, model=cfg.model,
-        evidence=cfg.evidence, jobs=cfg.resolved_ctest_jobs(), timeout_s=int(cfg.timeout_s),
+        evidence=cfg.evidence, jobs=resolved_ctest_jobs(cfg), timeout_s=int(cfg.timeout_s),
         log_name=CTEST_LOG, report_pb=REPORT_PB, report_json=REPORT_JSON)
     try:
         report = ctest_run.run(opts, launch=_tracked_launch(step, cfg.ctest_timeout_s))
@@ -189,3 +192,23 @@ def run_upstream_ctest(ctx: RunContext, step: Step) -> tuple[int, str]:
         step.log(ctest_run.failure_text(report))
         return CR.FAIL, f"{summary}; " + "; ".join(found[:5]) + (f" (+{len(found) - 5})" if len(found) > 5 else "")
     return CR.PASS, summary
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    # The lane's CTest bundle (//lanes:<alias>_ctest), the ctest executable, its -j (0: half the
+    # host's cores, at most 8) and a bound on the whole suite, seconds.
+    ctest_bundle: pathlib.Path | None = option(None, "The lane's llama.cpp CTest bundle (bazel-bin/lanes/<alias>_ctest) for the "
+                                               "upstream_ctest step; required where the lane spec runs the suite in certification.",
+                                               path=True)
+    ctest: str = option("ctest", "The ctest executable (CMake >= 3.20) for upstream_ctest.")
+    ctest_jobs: int = option(0, "upstream_ctest: ctest -j (0: half the cores, at most 8).")
+    ctest_timeout_s: float = option(1800.0)
+
+
+def resolved_ctest_jobs(cfg) -> int:
+    return cfg.ctest_jobs if cfg.ctest_jobs > 0 else max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+CHECK = Check(name="upstream_ctest", run=run_upstream_ctest, recompute=recompute, problems=problems,
+              figures=("tests_registered", "tests_passed", "tests_failed", "tests_excluded"), options=Options)

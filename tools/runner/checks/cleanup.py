@@ -12,6 +12,7 @@ recompute() derives every figure from cleanup.steps.log and cleanup.log alone.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 import re
@@ -20,6 +21,7 @@ import subprocess
 import time
 
 from proto import runner_report_pb2 as rpb
+from tools.runner.checks.base import Check, option
 from tools.runner import log_blocks
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
@@ -259,7 +261,7 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return counts, metrics
 
 
-def run_cleanup(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_cleanup(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     shutil.rmtree(ctx.scratch_dir, ignore_errors=True)
     proc_lines, _ = _observe(ctx, ctx.tracker.pids)
     lines = ["## final (every process the run started)"] + proc_lines
@@ -289,3 +291,12 @@ def run_cleanup(ctx: RunContext, step: Step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     return evaluate(logs_dir)[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    memory_tolerance_mib: float = option(64.0, "cleanup: allowed GPU memory growth, MiB.")
+
+
+CHECK = Check(name="cleanup", run=run_cleanup, recompute=recompute, problems=problems,
+              figures=("processes_started", "processes_left", "memory_before_mib", "memory_after_mib"), options=Options)

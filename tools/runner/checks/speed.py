@@ -33,6 +33,7 @@ Raw files (all in step.extra_logs): speed.<bench>.json (llama-bench stdout), spe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -46,8 +47,8 @@ import sys
 import time
 
 from proto import runner_report_pb2 as rpb
+from tools.runner.checks.base import Check, option
 from tools.runner import exits, log_blocks
-from tools.runner.config import RunnerConfig
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -60,8 +61,8 @@ BENCH_BACKEND = {"cpu": "CPU", "cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan
 _DEVICE_BUFFER = {"cuda": r"CUDA\d+", "rocm": r"ROCm\d+", "vulkan": r"Vulkan\d+", "metal": r"MTL\d+"}
 _BUFFER_LINE = re.compile(r"^.*load_tensors:\s+(\S+) model buffer size =\s*([0-9.]+) MiB\s*$", re.MULTILINE)
 _OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
-MEMBW_SOURCE = pathlib.Path(__file__).resolve().parent / "cuda" / "membw.cu"
-CPU_MEMBW_SOURCE = pathlib.Path(__file__).resolve().parent / "cpu_membw.py"
+MEMBW_SOURCE = pathlib.Path(__file__).resolve().parents[1] / "cuda" / "membw.cu"
+CPU_MEMBW_SOURCE = pathlib.Path(__file__).resolve().parents[1] / "cpu_membw.py"
 
 # Bench labels -> raw files speed.<label>.json / speed.<label>.log.
 LANE, CPU_LANE, ROOFLINE_LANE, ROOFLINE_CPU_LANE = "lane", "cpu_lane", "roofline_lane", "roofline_cpu_lane"
@@ -537,7 +538,7 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return counts, metrics
 
 
-def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_speed(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg, accel = ctx.config, ctx.lane.is_accelerator
     for stale in ctx.logs_dir.glob("speed.*.*"):  # a reused --out_dir: only this run's raw files count
         if stale not in (step.log_path, step.exit_path):
@@ -547,9 +548,9 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
         step.log(f"# lanes-config min_speedup_roofline_pp={cfg.min_speedup_roofline_pp!r}")
         step.log(f"# lanes-config min_speedup_roofline_tg={cfg.min_speedup_roofline_tg!r}")
         for name in ("min_speedup_roofline_pp", "min_speedup_roofline_tg"):
-            if getattr(cfg, name) < getattr(RunnerConfig, name):
+            if getattr(cfg, name) < getattr(Options, name):
                 ctx.non_recordable.append(f"--{name}={getattr(cfg, name):g} is below the default "
-                                          f"{getattr(RunnerConfig, name):g} (bring-up only)")
+                                          f"{getattr(Options, name):g} (bring-up only)")
     else:
         step.log(f"# lanes-config floor_tg_tokens_per_s={cfg.speed_floor_tg!r}")
         step.log(f"# lanes-config floor_pp_tokens_per_s={cfg.speed_floor_pp!r}")
@@ -610,3 +611,40 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     return evaluate(pathlib.Path(logs_dir))[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    speed_floor_tg: float = option(0.0, "Token-generation floor, tokens/s.")
+    speed_floor_pp: float = option(0.0, "Prompt-processing floor, tokens/s.")
+    # llama-bench sizes; 0 = per-backend default (CPU: -p 64 -n 32 -r 2; accelerators: -p 512 -n 128 -r 3).
+    bench_pp: int = option(0, "llama-bench -p (0: 64 CPU, 512 accelerators).")
+    bench_tg: int = option(0, "llama-bench -n (0: 32 CPU, 128 accelerators).")
+    bench_reps: int = option(0, "llama-bench -r (0: 2 CPU, 3 accelerators).")
+    # A model large enough to be memory-bandwidth bound: tg on it vs the measured bandwidth.
+    roofline_model: pathlib.Path | None = option(
+        None, "GGUF large enough to be memory-bandwidth bound; speed reports tg's fraction of --hbm_bandwidth_gbs on it.",
+        path=True)
+    hbm_bandwidth_gbs: float = option(0.0, "Bring-up override (non-recordable) of the device memory bandwidth, GB/s, "
+                                      "that the speed step otherwise measures itself (tools/runner/cuda/membw.cu).")
+    # Accelerator lanes vs the CPU lane on the same host in the same run (why these values: above).
+    min_speedup_roofline_pp: float = option(2.0, "Accelerator lanes: min pp speed-up over the CPU lane on --roofline_model "
+                                            "on this host (policy speed.roofline_speedup_pp raises it; lower = non-recordable).")
+    min_speedup_roofline_tg: float = option(4.0, "Accelerator lanes: min tg speed-up over the CPU lane on --roofline_model "
+                                            "(policy speed.roofline_speedup_tg raises it; lower = non-recordable).")
+    # Another accelerator lane on this host (e.g. CUDA beside Vulkan): benched in the same speed
+    # step for a side-by-side figure. Informational: no floor is applied to the ratio.
+    peer_lane_dir: pathlib.Path | None = option(None, "Accelerator lanes: another accelerator lane on this host (e.g. the CUDA "
+                                                "lane when certifying Vulkan), benched side by side in the speed step "
+                                                "(informational).", path=True)
+    peer_backend: str = option("", "--peer_lane_dir's backend (cuda, vulkan, ...).")
+    # An upstream-default build of the same tree on this host (//lanes:<alias>_upstream): benched in
+    # the speed step for the lane/upstream ratio, which a policy speed floor may bound
+    # (speed.upstream_ratio_pp / speed.upstream_ratio_tg).
+    upstream_dir: pathlib.Path | None = option(None, "An upstream-default build of the same tree on this host "
+                                               "(bin/llama-bench; //lanes:<alias>_upstream): the speed step reports the "
+                                               "lane/upstream ratio.", path=True)
+
+
+CHECK = Check(name="speed", run=run_speed, recompute=recompute, problems=problems,
+              figures=("pp_tokens_per_s", "tg_tokens_per_s", "speedup_tg", "tg_roofline_fraction"), options=Options)

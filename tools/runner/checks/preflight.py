@@ -7,6 +7,7 @@ FAIL = the lane or its inputs are broken (missing binary, corrupt model, unreada
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 import platform
@@ -15,6 +16,7 @@ import shutil
 import time
 
 from proto import runner_report_pb2 as rpb
+from tools.runner.checks.base import Check, option
 from tools.evidence import build_evidence
 from tools.runner import exits, log_blocks, model_file, run_lock
 from tools.runner.context import RunContext
@@ -237,7 +239,7 @@ def check_rocm(ctx: RunContext, step: Step) -> rpb.DeviceClass:
                            device_name=agents[0], compute_capability=agents[0])
 
 
-VULKAN_PROBE = pathlib.Path(__file__).resolve().with_name("vulkan_probe.py")
+VULKAN_PROBE = pathlib.Path(__file__).resolve().parents[1] / "vulkan_probe.py"
 # PCI vendor ids the probe prints (VkPhysicalDeviceProperties.vendorID).
 _VULKAN_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD", "0x8086": "Intel", "0x13b5": "ARM", "0x5143": "Qualcomm",
                    "0x106b": "Apple", "0x10005": "Mesa"}
@@ -451,7 +453,7 @@ def check_binaries(lane_dir, targets) -> list[str]:
     return problems
 
 
-def run_preflight(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg, lane = ctx.config, ctx.lane
     try:
         # Leftovers of a killed run first: nothing of this run may start before the lock is ours.
@@ -499,3 +501,11 @@ def run_preflight(ctx: RunContext, step: Step) -> tuple[int, str]:
     reaped = step.result.counts.get("leftover_processes_killed")
     note = f"; cleaned up a killed earlier run ({reaped} leftover process(es) killed, see preflight.log)" if reaped else ""
     return CR.PASS, f"{ctx.device.backend} {ctx.device.device_name} ({ctx.device.compute_capability}){note}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    allow_software_icd: bool = option(False, "Vulkan: accept llvmpipe/lavapipe/SwiftShader (diagnostic, non-recordable).")
+
+
+CHECK = Check(name="preflight", run=run_preflight, recompute=recompute, options=Options)
