@@ -27,8 +27,8 @@ from google.protobuf import json_format
 
 from proto import build_evidence_pb2
 from proto import runner_report_pb2 as rpb
-from tools.evidence import run_readme
 from tools.core.digest import sha256_file
+from tools.evidence import run_readme
 from tools.runner import checks
 
 REPORT_PB = "runner_report.pb"

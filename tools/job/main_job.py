@@ -30,9 +30,9 @@ from tools.model import model_store
 from tools.policy import dsse, keys
 from tools.policy import policy as policy_lib
 from tools.policy.errors import CertifyError
+from tools.runner import report as report_lib
 from tools.runner import run_lock, runner, speed_floors
 from tools.runner.checks import op_oracle
-from tools.runner import report as report_lib
 from tools.runner.config import CHECKS, DEFAULT_KV_TYPES, RunnerConfig
 
 EMBEDDED_MODEL = "tools/model/tiny_llama_f32.gguf"

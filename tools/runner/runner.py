@@ -17,10 +17,9 @@ from proto import runner_report_pb2 as rpb
 from tools.core import errors
 from tools.evidence import build_evidence
 from tools.model import model_store
+from tools.runner import checks, run_lock, speed_floors
 from tools.runner import recipe as recipe_lib
 from tools.runner import report as report_lib
-from tools.runner import run_lock, speed_floors
-from tools.runner import checks
 from tools.runner.checks import cleanup
 from tools.runner.checks.base import Check
 from tools.runner.config import RunnerConfig

@@ -6,10 +6,10 @@ its own few packages.
 
 from __future__ import annotations
 
-from tools.core import errors
-
 import json
 import pathlib
+
+from tools.core import errors
 
 
 class PolicyFloorsError(errors.UsageError):

@@ -7,9 +7,9 @@ import pathlib
 import re
 
 from proto import runner_report_pb2 as rpb
-from tools.runner.checks.base import Check
 from tools.evidence import build_evidence
 from tools.runner import exits, log_blocks
+from tools.runner.checks.base import Check
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 

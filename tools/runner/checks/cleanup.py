@@ -21,8 +21,8 @@ import subprocess
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner.checks.base import Check, option
 from tools.runner import log_blocks
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -196,7 +196,7 @@ def _sections(text: str) -> dict[str, dict]:
 def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str]]:
     steps_text = log_blocks.read(logs_dir / STEPS_LOG)
     final_text = log_blocks.read(logs_dir / "cleanup.log")
-    cfg = log_blocks.config_values(steps_text)
+    cfg = log_blocks.legacy_config(steps_text)  # the runner writes this file whole, tool output in blocks
     gpu_index = int(cfg.get("gpu_index", "0"))
     tolerance = float(cfg.get("memory_tolerance_mib", "64"))
     counts: dict[str, int] = {}

@@ -13,8 +13,8 @@ import pathlib
 import re
 
 from proto import runner_report_pb2 as rpb
-from tools.runner.checks.base import Check, option
 from tools.runner import exits, log_blocks
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 

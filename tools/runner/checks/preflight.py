@@ -16,9 +16,9 @@ import shutil
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner.checks.base import Check, option
 from tools.evidence import build_evidence
 from tools.runner import exits, log_blocks, model_file, run_lock
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -133,7 +133,7 @@ def detect_cpu_variant(ctx: RunContext, step: Step) -> str:
     if variant not in ctx.lane.cpu_variants:
         raise Failed(f"ggml loaded CPU variant {variant!r}, which the lane spec does not list "
                      f"({', '.join(ctx.lane.cpu_variants)})")
-    step.log(f"# lanes-config cpu_variant={variant}")
+    step.config("cpu_variant", f"{variant}")
     return variant
 
 
@@ -208,7 +208,7 @@ def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
     toolkit = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "version.json"
     if toolkit.is_file():
         step.log(f"{toolkit}:\n{toolkit.read_text(errors='replace').rstrip()}")
-    step.log(f"# lanes-config gpu_index={ctx.config.gpu_index}")
+    step.config("gpu_index", f"{ctx.config.gpu_index}")
     runtime = f"CUDA {parse_cuda_version(header)} (driver API); " + ", ".join(
         os.path.basename(v) for k, v in sorted(loaded.items()))
     dc = rpb.DeviceClass(
@@ -309,9 +309,9 @@ def check_vulkan(ctx: RunContext, step: Step) -> rpb.DeviceClass:
                                   f"(driver {device.get('driverName')}): a diagnostic run, never recordable")
     # ggml-vulkan uses exactly this device (it would skip a CPU-type one unless named here).
     os.environ["GGML_VK_VISIBLE_DEVICES"] = str(index)
-    step.log(f"# lanes-config gpu_index={cfg.gpu_index}")
-    step.log(f"# lanes-config vulkan_device_index={index}")
-    step.log(f"# lanes-config allow_software_icd={cfg.allow_software_icd}")
+    step.config("gpu_index", f"{cfg.gpu_index}")
+    step.config("vulkan_device_index", f"{index}")
+    step.config("allow_software_icd", f"{cfg.allow_software_icd}")
     step.log(f"python {platform.python_version()}; LD_LIBRARY_PATH={os.environ.get('LD_LIBRARY_PATH', '')}; "
              f"GGML_VK_VISIBLE_DEVICES={index}")
     step.result.metrics["vulkan_device_count"] = len(devices)
@@ -422,7 +422,8 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     text = log_blocks.read(logs_dir / "preflight.log")
     counts: dict[str, int] = {}
     metrics: dict[str, float] = {}
-    gpu_index = int(log_blocks.config_values(text).get("gpu_index", "0"))
+    config = log_blocks.step_config(logs_dir, "preflight")
+    gpu_index = int(config.get("gpu_index", "0"))
     queries = [c for c in log_blocks.commands(text) if c.argv == NVIDIA_QUERY and c.exit_code == 0]
     reap_measured = re.search(r"^leftover: GPU \d+ memory used", text, re.MULTILINE)
     if reap_measured and queries:
@@ -430,7 +431,7 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     if re.search(r"^leftover: previous run ", text, re.MULTILINE):
         counts["leftover_processes_killed"] = len(re.findall(r"^leftover: killed pid \d+ ", text, re.MULTILINE))
     probes = [c for c in log_blocks.commands(text) if c.argv[-1:] and c.argv[-1].endswith("vulkan_probe.py") and c.exit_code == 0]
-    if probes and "lanes-config vulkan_device_index=" in text:  # check_vulkan got as far as its figures
+    if probes and "vulkan_device_index" in config:  # check_vulkan got as far as its figures
         metrics["vulkan_device_count"] = len(parse_vulkaninfo_summary(probes[-1].output))
     if "runtime libraries resolved for" in text and queries:  # check_cuda got as far as its figures
         rows = parse_nvidia_smi_query(queries[-1].output)

@@ -47,8 +47,8 @@ import sys
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner.checks.base import Check, option
 from tools.runner import exits, log_blocks
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -267,7 +267,7 @@ def _load(logs_dir: pathlib.Path, label: str) -> tuple[list[dict] | None, str]:
 
 def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str], str]:
     """(counts, metrics, problems, summary) from speed.log's config lines and the raw bench files."""
-    cfg = log_blocks.config_values(log_blocks.read(logs_dir / "speed.log"))
+    cfg = log_blocks.step_config(logs_dir, "speed")
     backend = cfg.get("backend", "cpu")
     accel = backend != "cpu"
     counts: dict[str, int] = {}
@@ -543,17 +543,17 @@ def run_speed(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = Non
     for stale in ctx.logs_dir.glob("speed.*.*"):  # a reused --out_dir: only this run's raw files count
         if stale not in (step.log_path, step.exit_path):
             stale.unlink()
-    step.log(f"# lanes-config backend={ctx.lane.backend}")
+    step.config("backend", f"{ctx.lane.backend}")
     if accel:
-        step.log(f"# lanes-config min_speedup_roofline_pp={cfg.min_speedup_roofline_pp!r}")
-        step.log(f"# lanes-config min_speedup_roofline_tg={cfg.min_speedup_roofline_tg!r}")
+        step.config("min_speedup_roofline_pp", f"{cfg.min_speedup_roofline_pp!r}")
+        step.config("min_speedup_roofline_tg", f"{cfg.min_speedup_roofline_tg!r}")
         for name in ("min_speedup_roofline_pp", "min_speedup_roofline_tg"):
             if getattr(cfg, name) < getattr(Options, name):
                 ctx.non_recordable.append(f"--{name}={getattr(cfg, name):g} is below the default "
                                           f"{getattr(Options, name):g} (bring-up only)")
     else:
-        step.log(f"# lanes-config floor_tg_tokens_per_s={cfg.speed_floor_tg!r}")
-        step.log(f"# lanes-config floor_pp_tokens_per_s={cfg.speed_floor_pp!r}")
+        step.config("floor_tg_tokens_per_s", f"{cfg.speed_floor_tg!r}")
+        step.config("floor_pp_tokens_per_s", f"{cfg.speed_floor_pp!r}")
     failures = []
     if _bench(ctx, step, LANE, bench_command(ctx, cfg.lane_dir, accel)) != 0:
         failures.append("llama-bench on the lane failed")
@@ -561,8 +561,8 @@ def run_speed(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = Non
         failures.append("llama-bench on the upstream-default build failed")
     if not accel and cfg.roofline_model is not None:
         sizes = tensor_sizes(cfg.roofline_model)
-        step.log(f"# lanes-config roofline_rows_only_bytes={rows_only_bytes(sizes)}")
-        step.log(f"# lanes-config roofline_tensor_bytes={sum(sizes.values())}")
+        step.config("roofline_rows_only_bytes", f"{rows_only_bytes(sizes)}")
+        step.config("roofline_tensor_bytes", f"{sum(sizes.values())}")
         # The probe runs just before and just after the bench: a shared host's bandwidth moves within
         # seconds (measured on a zen4 VM: 26 to 42 GB/s), and its capacity is the fastest sample of
         # the window the bench ran in, not of a moment after it.
@@ -584,7 +584,7 @@ def run_speed(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = Non
             if _bench(ctx, step, ROOFLINE_CPU_LANE, bench_command(ctx, cfg.cpu_lane_dir, False, cfg.roofline_model, (pp, 32, 1))) != 0:
                 failures.append("roofline llama-bench on the CPU lane failed")
             if cfg.hbm_bandwidth_gbs > 0:
-                step.log(f"# lanes-config hbm_bandwidth_gbs_override={cfg.hbm_bandwidth_gbs!r}")
+                step.config("hbm_bandwidth_gbs_override", f"{cfg.hbm_bandwidth_gbs!r}")
                 ctx.non_recordable.append(f"--hbm_bandwidth_gbs={cfg.hbm_bandwidth_gbs:g}: bandwidth given, not measured "
                                           "by the runner (bring-up override)")
             else:
@@ -592,7 +592,7 @@ def run_speed(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = Non
                 if problem:
                     failures.append(problem)
         if cfg.peer_lane_dir is not None:
-            step.log(f"# lanes-config peer_backend={cfg.peer_backend}")
+            step.config("peer_backend", f"{cfg.peer_backend}")
             if _bench(ctx, step, PEER_LANE, bench_command(ctx, cfg.peer_lane_dir, True)) != 0:
                 failures.append(f"llama-bench on the {cfg.peer_backend} peer lane failed")
             if cfg.roofline_model is not None and _bench(
