@@ -24,7 +24,6 @@ class RunContext:
     tracker: ProcessTracker = dataclasses.field(default_factory=ProcessTracker)
     evidence: epb.BuildEvidence | None = None
     device: rpb.DeviceClass = dataclasses.field(default_factory=rpb.DeviceClass)
-    memory_before_mib: float | None = None  # GPU lanes: device memory used at preflight
     model_bytes: int = 0  # weight bytes (llama-bench model_size), for the roofline
     model_info: object | None = None  # model_file.ModelInfo, set by preflight
     non_recordable: list[str] = dataclasses.field(default_factory=list)

@@ -71,10 +71,6 @@ def _alive_raw(observed: str) -> bool:
         return True  # an unreadable observation is not proof that the process is gone
 
 
-def live_pids(pids: list[int]) -> list[int]:
-    return [p for p in pids if _alive(_stat(p))]
-
-
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):

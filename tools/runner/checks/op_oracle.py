@@ -43,7 +43,6 @@ file lives elsewhere (its sha256 must match the logged one).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -54,6 +53,7 @@ import shlex
 import numpy as np
 
 from proto import runner_report_pb2 as rpb
+from tools.core.digest import sha256_file
 from tools.model import reference_forward as rf
 from tools.runner import exits, log_blocks
 from tools.runner.checks.base import Check
@@ -384,14 +384,6 @@ def _tolerance_config(config: dict[str, str]) -> dict[str, tuple[float, float]]:
     return tolerances
 
 
-def _sha256(path: pathlib.Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 # Where an auditor on another machine keeps models: files (os.pathsep-separated) tried by sha256 when
 # the path a log names does not exist there (e.g. the embedded model in another Bazel output base).
 MODELS_ENV = "LANES_AUDIT_MODELS"
@@ -400,7 +392,7 @@ MODELS_ENV = "LANES_AUDIT_MODELS"
 def _model_by_digest(sha256: str) -> pathlib.Path | None:
     for entry in os.environ.get(MODELS_ENV, "").split(os.pathsep):
         candidate = pathlib.Path(entry) if entry else None
-        if candidate is not None and candidate.is_file() and _sha256(candidate) == sha256:
+        if candidate is not None and candidate.is_file() and sha256_file(candidate) == sha256:
             return candidate
     return None
 
@@ -423,7 +415,7 @@ def evaluate_log(text: str, model_path: pathlib.Path | None = None, config: dict
     if path is None or not path.is_file():
         raise FileNotFoundError(f"model file {path} not found; pass the model the log names "
                                 f"(sha256 {config.get('sha256', '?')})")
-    if config.get("sha256") and _sha256(path) != config["sha256"]:
+    if config.get("sha256") and sha256_file(path) != config["sha256"]:
         raise ValueError(f"{path}: sha256 differs from the logged {config['sha256']}")
     tolerances = _tolerance_config(config)
     graph_ops = [o for o in config.get("graph_ops", "").split(",") if o]
@@ -585,7 +577,7 @@ def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[in
     if not graph_ops:
         return CR.FAIL, "the lane spec lists no llama-graph ops (fixture_ops) to check"
     step.config("model", f"{cfg.model}")
-    step.config("sha256", _sha256(cfg.model))
+    step.config("sha256", sha256_file(cfg.model))
     step.config("graph_ops", f"{','.join(graph_ops)}")
     step.config("required_ops", f"{','.join(required)}")
     step.config("absent_ops", f"{','.join(absent_ops(cfg.spec, ctx.lane.lane_id))}")

@@ -216,7 +216,6 @@ def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
         compute_capability=gpu["compute_cap"], driver_version=gpu["driver_version"],
         driver_major=gpu["driver_version"].split(".")[0], runtime_version=runtime,
     )
-    ctx.memory_before_mib = parse_mib(gpu["memory_used"])
     step.result.metrics["gpu_count"] = len(rows)
     step.result.metrics["memory_total_mib"] = parse_mib(gpu["memory_total"])
     return dc
@@ -319,12 +318,6 @@ def check_vulkan(ctx: RunContext, step: Step) -> rpb.DeviceClass:
     if not lib.is_file():
         raise Failed(f"missing artifact {lib}: not a Vulkan lane build")
     dc = vulkan_device_class(device, ctx.lane)
-    # On NVIDIA hardware the driver's own tool gives the device memory baseline cleanup compares with.
-    if dc.vendor == "NVIDIA" and shutil.which("nvidia-smi"):
-        rows = parse_nvidia_smi_query(_tool_output(step, NVIDIA_QUERY))
-        match = [r for r in rows if r["name"] == dc.device_name] or rows
-        if match:
-            ctx.memory_before_mib = parse_mib(match[0]["memory_used"])
     return dc
 
 
