@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from proto import build_evidence_pb2 as epb
 from proto import runner_report_pb2 as rpb
+from tools.runner import backends
 from tools.runner.lane_spec import Lane
 from tools.runner.steps import ProcessTracker
 
@@ -39,4 +40,4 @@ class RunContext:
     @property
     def backend0(self) -> str:
         """ggml's name for the first device of the lane's backend (test-backend-ops -b)."""
-        return {"cpu": "CPU", "cuda": "CUDA0", "rocm": "ROCm0", "vulkan": "Vulkan0", "metal": "MTL0"}[self.lane.backend]
+        return backends.get(self.lane.backend).ggml_device

@@ -21,7 +21,7 @@ import subprocess
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import log_blocks
+from tools.runner import backends, log_blocks
 from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
@@ -29,8 +29,7 @@ from tools.runner.steps import Step
 CR = rpb.CheckResult
 
 STEPS_LOG = "cleanup.steps.log"
-NVIDIA_QUERY = ["nvidia-smi", "--query-gpu=name,compute_cap,driver_version,memory.total,memory.used",
-                "--format=csv,noheader"]
+NVIDIA_QUERY = backends.NVIDIA_QUERY
 # Teardown is not instantaneous: a killed child may take a moment to leave /proc, and the driver
 # to return its memory. Observations are repeated for up to this long before a leftover is declared.
 GRACE_S = 5.0
@@ -104,7 +103,7 @@ def _memory_probe(ctx: RunContext, baseline: float | None) -> list[str]:
     lines: list[str] = []
     deadline = time.monotonic() + GRACE_S
     while True:
-        argv = NVIDIA_QUERY
+        argv = backends.memory_probe(ctx.device.vendor) or NVIDIA_QUERY
         lines.append("$ " + " ".join(argv))
         try:
             res = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
@@ -129,8 +128,9 @@ def memory_used_mib(nvidia_smi_output: str, gpu_index: int) -> float | None:
 
 
 def _gpu(ctx: RunContext) -> bool:
-    """Device memory is measured where the driver's own tool can: NVIDIA GPUs (CUDA or Vulkan lanes)."""
-    return ctx.lane.is_accelerator and ctx.device.vendor == "NVIDIA" and shutil.which("nvidia-smi") is not None
+    """Device memory is measured where the driver's own tool can (backends.MEMORY_PROBES, by vendor)."""
+    probe = backends.memory_probe(ctx.device.vendor)
+    return ctx.lane.is_accelerator and probe is not None and shutil.which(probe[0]) is not None
 
 
 def after_step(ctx: RunContext, step_name: str, pids: list[int]) -> None:

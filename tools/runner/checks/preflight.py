@@ -17,7 +17,7 @@ import time
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
-from tools.runner import exits, log_blocks, model_file, run_lock
+from tools.runner import backends, exits, log_blocks, model_file, run_lock
 from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
@@ -161,8 +161,7 @@ def parse_cuda_version(nvidia_smi_header: str) -> str:
     return m.group(1) if m else ""
 
 
-NVIDIA_QUERY = ["nvidia-smi", "--query-gpu=name,compute_cap,driver_version,memory.total,memory.used",
-                "--format=csv,noheader"]
+NVIDIA_QUERY = backends.NVIDIA_QUERY
 
 
 def gpu_memory_used_mib(step: Step, index: int) -> float:
@@ -457,7 +456,7 @@ def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None =
         dc = check_cpu(ctx, step)
         if lane.is_accelerator:
             isa = list(dc.isa_features)
-            dc = BACKEND_CHECKS[lane.backend](ctx, step)
+            dc = BACKEND_CHECKS[backends.get(lane.backend).device_probe](ctx, step)
             dc.isa_features.extend(isa)
         ctx.device.CopyFrom(dc)
         step.log(f"device class: {dc}".replace("\n", " "))

@@ -47,7 +47,7 @@ import sys
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import exits, log_blocks
+from tools.runner import backends, exits, log_blocks
 from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
@@ -55,10 +55,8 @@ from tools.runner.steps import Step
 CR = rpb.CheckResult
 
 # ggml backend registry names, as llama-bench prints them in "backends".
-BENCH_BACKEND = {"cpu": "CPU", "cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "MTL"}
 # Device buffer names in load_tensors lines (CUDA0, ...); anything else (CPU, CPU_Mapped, CUDA_Host,
 # CPU_REPACK) is host memory.
-_DEVICE_BUFFER = {"cuda": r"CUDA\d+", "rocm": r"ROCm\d+", "vulkan": r"Vulkan\d+", "metal": r"MTL\d+"}
 _BUFFER_LINE = re.compile(r"^.*load_tensors:\s+(\S+) model buffer size =\s*([0-9.]+) MiB\s*$", re.MULTILINE)
 _OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
 MEMBW_SOURCE = pathlib.Path(__file__).resolve().parents[1] / "cuda" / "membw.cu"
@@ -107,7 +105,7 @@ def parse_llama_bench_json(text: str) -> dict[str, float]:
 
 def backend_problems(tests: list[dict], backend: str, offload: bool) -> list[str]:
     """What in the JSON contradicts the bench having run on `backend` (a fallback, a wrong build)."""
-    want = BENCH_BACKEND[backend]
+    want = backends.get(backend).bench_backend
     problems = []
     for t in tests:
         named = [b.strip() for b in str(t.get("backends", "")).split(",") if b.strip()]
@@ -133,7 +131,7 @@ def device_weight_bytes(log_text: str, backend: str) -> tuple[int, int, list[str
     MiB values are printed with 2 decimals: each line is exact to +-5 KiB. Only the first model
     load is summed (llama-bench keeps the model loaded across tests with the same parameters).
     """
-    pattern = re.compile(_DEVICE_BUFFER.get(backend, r"(?!)") + r"$")
+    pattern = re.compile((backends.get(backend).device_buffer or r"(?!)") + r"$")
     buffers = model_buffers(log_text)
     device = sum(nbytes for name, nbytes, _ in buffers if pattern.match(name))
     return device, sum(nbytes for _, nbytes, _ in buffers) - device, [line for _, _, line in buffers]
@@ -235,18 +233,20 @@ def _nvcc() -> str | None:
 def measure_bandwidth(ctx: RunContext, step: Step) -> str | None:
     """Compiles and runs membw.cu (CUDA lanes); returns a problem or None. Output: speed.membw.*."""
     log, out = ctx.logs_dir / "speed.membw.log", ctx.logs_dir / "speed.membw.json"
-    if ctx.lane.backend == "cpu":  # host memory, one copy thread per llama-bench thread
+    probe = backends.get(ctx.lane.backend).bandwidth_probe
+    if probe == "cpu_membw":  # host memory, one copy thread per llama-bench thread
         code = _run_to_files(ctx, step, [sys.executable, CPU_MEMBW_SOURCE, str(ctx.config.threads)], out, log,
                              ctx.config.timeout_s)
         return f"cpu_membw exited {exits.describe(code)} (see {log.name})" if code != 0 else None
     # The probe measures the physical device's memory through CUDA: CUDA lanes, and Vulkan lanes
     # whose device is an NVIDIA GPU (the same HBM, whichever API reads it).
-    if not (ctx.lane.backend == "cuda" or (ctx.lane.backend == "vulkan" and ctx.device.vendor == "NVIDIA")):
+    cuda_device = backends.get(ctx.lane.backend).device_probe == "cuda"
+    if not (probe == "cuda_membw" and (cuda_device or ctx.device.vendor == "NVIDIA")):
         return f"no bandwidth probe for backend {ctx.lane.backend} on {ctx.device.vendor or 'this'} devices"
     nvcc = _nvcc()
     if nvcc is None:
         return "nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): cannot compile the bandwidth probe"
-    arch = "sm_" + ctx.device.compute_capability.replace(".", "") if ctx.lane.backend == "cuda" else "native"
+    arch = "sm_" + ctx.device.compute_capability.replace(".", "") if cuda_device else "native"
     binary = ctx.scratch_dir / "membw"
     code = _run_to_files(ctx, step, [nvcc, "-O2", f"-arch={arch}", "-o", binary, MEMBW_SOURCE], log, log, 600)
     if code != 0:
