@@ -14,6 +14,7 @@ cancellation); preflight and cleanup are the real checks wrapped with such a pro
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -50,12 +51,13 @@ def _driver(root: pathlib.Path) -> None:
     from proto import runner_report_pb2 as rpb
     from tools.core import atomic_files
     from tools.job import main_job
-    from tools.runner import artifact_integrity, runner
+    from tools.runner import checks, runner
+    from tools.runner.checks import artifact_integrity
 
     CR = rpb.CheckResult
     fault = os.environ.get("FAULT_STEP", "")
     fake_step, fake_server = str(root / "fakebin" / "fake-step"), str(root / "fakebin" / "fake-server")
-    real = runner._check_functions()
+    real = {c.name: c.run for c in checks.REGISTRY}
 
     def make(name):
         def check(ctx, step, rep):
@@ -82,7 +84,7 @@ def _driver(root: pathlib.Path) -> None:
             return (CR.PASS, message) if res.exit_code == 0 else (CR.FAIL, f"fake {name} exit {res.exit_code}")
         return check
 
-    runner._check_functions = lambda: {n: make(n) for n in STEPS}
+    checks.REGISTRY[:] = [dataclasses.replace(c, run=make(c.name)) for c in checks.REGISTRY]
     runner._recompute_figures = lambda *a, **k: ""  # fake logs carry no figures to re-derive
 
     if fault.startswith("publish:"):

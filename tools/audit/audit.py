@@ -4,7 +4,7 @@ A run directory holds runner_report.pb (+ its .json twin), logs/ and the files t
 build_evidence.pb (+ .json) bound by report.build_evidence_digest, and README.md generated from
 those. audit_run() checks, failing closed:
   (a) every LogDigest (sha256 + size) re-hashes, and no file under the run dir is undigested;
-  (b) each check's `tools.runner.<check>.recompute(logs_dir)` reproduces every count and metric of
+  (b) each check's recompute(logs_dir) (its descriptor in tools/runner/checks) reproduces every count and metric of
       the report, and the report carries no figure recompute did not produce (nor the reverse);
       recompute sees a copy of the digested files only, so a figure cannot come from anything else;
   (c) the .json twin equals the .pb, and README.md equals what tools/evidence/run_readme.py renders.
@@ -15,7 +15,6 @@ never a pass.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 import numbers
 import os
@@ -28,8 +27,9 @@ from google.protobuf import json_format
 
 from proto import build_evidence_pb2
 from proto import runner_report_pb2 as rpb
+from tools.core.digest import sha256_file
 from tools.evidence import run_readme
-from tools.evidence.build_evidence import sha256_file
+from tools.runner import checks
 
 REPORT_PB = "runner_report.pb"
 REPORT_JSON = "runner_report.json"
@@ -38,12 +38,6 @@ BUILD_EVIDENCE_JSON = "build_evidence.json"
 # Metrics are compared as recomputed doubles: equal up to float summation order, nothing looser.
 REL_TOL = 1e-9
 ABS_TOL = 1e-12
-# Check name -> module under tools/runner that owns its recompute(). A check not listed is a finding.
-CHECK_MODULES = {name: f"tools.runner.{name}" for name in (
-    "preflight", "artifact_integrity", "fixture_parity", "reference_parity", "graph_smoke",
-    "concurrency", "cancellation", "cleanup", "speed", "op_oracle", "upstream_ctest", "cpu_variants",
-)}
-
 Recompute = Callable[[pathlib.Path], tuple[dict[str, int], dict[str, float]]]
 
 
@@ -86,13 +80,9 @@ class AuditResult:
 
 
 def _default_loader(check_name: str) -> Recompute | None:
-    """tools.runner.<check>.recompute, imported only now (check modules evolve independently)."""
-    module_name = CHECK_MODULES.get(check_name)
-    if module_name is None:
-        return None
-    module = importlib.import_module(module_name)
-    fn = getattr(module, "recompute", None)
-    return fn if callable(fn) else None
+    """The registered check's recompute (a check not in the registry has none: a finding)."""
+    check = checks.get(check_name)
+    return check.recompute if check is not None else None
 
 
 def _inside(run_dir: pathlib.Path, rel: str) -> pathlib.Path | None:
@@ -225,12 +215,9 @@ def _digested_copy(run_dir: pathlib.Path, verified: dict[str, rpb.LogDigest], de
 
 
 def _default_verdicts(check_name: str) -> Callable[[pathlib.Path], list[str]] | None:
-    """tools.runner.<check>.problems: the check's verdict from its raw files (None: not derivable)."""
-    module_name = CHECK_MODULES.get(check_name)
-    if module_name is None:
-        return None
-    fn = getattr(importlib.import_module(module_name), "problems", None)
-    return fn if callable(fn) else None
+    """The registered check's problems: its verdict from its raw files (None: not derivable)."""
+    check = checks.get(check_name)
+    return check.problems if check is not None else None
 
 
 def _check_verdict(check: rpb.CheckResult, logs_dir: pathlib.Path, result: AuditResult,

@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         print("usage: bazel run //tools:audit -- <run dir> [<run dir> ...]", file=sys.stderr)
         return 2
     if FLAGS.model:
-        from tools.runner import op_oracle  # its recompute re-runs the float64 reference on the model
+        from tools.runner.checks import op_oracle  # its recompute re-runs the float64 reference on the model
         os.environ[op_oracle.MODELS_ENV] = os.pathsep.join(
             [str(_resolve(m)) for m in FLAGS.model] + [os.environ.get(op_oracle.MODELS_ENV, "")])
     failed = 0

@@ -9,7 +9,6 @@ build and the lane/reference ratio for prompt processing (pp) and token generati
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import pathlib
@@ -19,7 +18,9 @@ import subprocess
 import time
 
 from proto import bench_report_pb2
-from tools.runner import exits, speed
+from tools.core.digest import sha256_file
+from tools.runner import exits
+from tools.runner.checks import speed
 
 SCHEMA_VERSION = 1
 LANE, REFERENCE = "lane", "reference"
@@ -59,10 +60,6 @@ def bench_argv(build_dir: pathlib.Path, model: pathlib.Path, cfg: BenchConfig) -
             "-r", str(cfg.reps), "-t", str(cfg.threads), "-ngl", str(cfg.n_gpu_layers), "-o", "json"]
 
 
-def _sha256(path: pathlib.Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def raw_name(model: str, build: str, rnd: int) -> str:
     return f"{model}.{build}.{rnd}.json"
 
@@ -97,7 +94,7 @@ def run(cfg: BenchConfig) -> bench_report_pb2.BenchReport:
     report = recompute(cfg.out_dir)
     evidence = cfg.lane_dir.parent / f"{cfg.lane_dir.name}.evidence.pb"
     if evidence.is_file():
-        report.lane_build_evidence_digest = "sha256:" + _sha256(evidence)
+        report.lane_build_evidence_digest = "sha256:" + sha256_file(evidence)
     return report
 
 
@@ -138,7 +135,7 @@ def recompute(out_dir: pathlib.Path) -> bench_report_pb2.BenchReport:
                 raise BenchError(f"{raw}: needs both a prompt (pp) and a generation (tg) test")
             per_build[build].append(figures)
             report.samples.add(model=model, build=build, round=rnd, pp_tokens_per_s=figures["pp_tokens_per_s"],
-                               tg_tokens_per_s=figures["tg_tokens_per_s"], raw_file=raw.name, raw_sha256=_sha256(raw))
+                               tg_tokens_per_s=figures["tg_tokens_per_s"], raw_file=raw.name, raw_sha256=sha256_file(raw))
         lane, ref = per_build[LANE], per_build[REFERENCE]
         sizes = {(int(f["pp_size"]), int(f["tg_size"]), int(f["model_bytes"])) for f in lane + ref}
         if len(sizes) != 1:

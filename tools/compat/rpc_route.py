@@ -28,8 +28,8 @@ import numpy as np
 
 from tools.evidence import build_evidence
 from tools.model import reference_forward
-from tools.runner import exits, log_blocks
-from tools.runner.reference_parity import TIE_MARGIN, compare
+from tools.runner import backends, exits, log_blocks
+from tools.runner.checks.reference_parity import TIE_MARGIN, compare
 from tools.runner.steps import ProcessTracker, Step
 
 SCHEMA_VERSION = 1
@@ -53,7 +53,6 @@ _RPC_VERSION = re.compile(r"Starting RPC server v(\d+\.\d+\.\d+)")
 # One line per server that holds weights; the device index restarts at 0 on every server, so the
 # endpoint is what tells them apart: `load_tensors: RPC0[127.0.0.1:38163] model buffer size = 4.50 MiB`.
 _RPC_BUFFER = re.compile(r"load_tensors: +RPC\d*\[([^\]]+)\] model buffer size = +([0-9.]+) MiB")
-_BACKEND0 = {"cuda": "CUDA0", "vulkan": "Vulkan0", "rocm": "ROCm0", "metal": "MTL0", "cpu": "CPU"}
 
 
 class RouteError(Exception):
@@ -75,7 +74,7 @@ class RouteLane:
 
     @property
     def server_device(self) -> str:
-        return self.device or _BACKEND0[self.backend]
+        return self.device or backends.get(self.backend).rpc_device
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,9 +30,10 @@ from tools.model import model_store
 from tools.policy import dsse, keys
 from tools.policy import policy as policy_lib
 from tools.policy.errors import CertifyError
-from tools.runner import op_oracle, run_lock, runner, speed_floors
 from tools.runner import report as report_lib
-from tools.runner.config import CHECKS, RunnerConfig
+from tools.runner import run_lock, runner, speed_floors
+from tools.runner.checks import op_oracle
+from tools.runner.config import CHECKS, DEFAULT_KV_TYPES, RunnerConfig
 
 EMBEDDED_MODEL = "tools/model/tiny_llama_f32.gguf"
 # The CPU lane's speed step also measures tg on this bandwidth-bound model against the host's memory.
@@ -61,7 +62,7 @@ class JobOptions:
     runs: str = ""
     key: str = dataclasses.field(default_factory=default_key_path)
     validity_days: int = 90
-    kv_types: tuple[str, ...] = ("f16", "q8_0", "q4_0")
+    kv_types: tuple[str, ...] = DEFAULT_KV_TYPES  # graph_smoke's option default
     remote_run: str = ""
 
 

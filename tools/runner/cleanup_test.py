@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from tools.runner import cleanup, fake_lane
+from tools.runner import fake_lane
+from tools.runner.checks import cleanup
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import load_lane
 from tools.runner.steps import Step

@@ -1,4 +1,8 @@
-"""What one runner invocation is asked to do (built from flags by runner.py, or directly by tests)."""
+"""What one runner invocation is asked to do (built from flags by cli.py, or directly by tests).
+
+RunnerConfig is flat: the run-wide options below, then every check's options (its module's
+Options dataclass, see checks/base.py) in registry order. Each option is written once, there.
+"""
 
 from __future__ import annotations
 
@@ -6,103 +10,83 @@ import dataclasses
 import os
 import pathlib
 
-DEFAULT_KV_TYPES = ("f16", "q8_0", "q4_0")
+from tools.runner import checks
+from tools.runner.checks.base import option
+from tools.runner.checks.graph_smoke import DEFAULT_KV_TYPES
+
+__all__ = ["CHECKS", "DEFAULT_KV_TYPES", "RunnerConfig", "RunOptions", "option_fields"]
 
 # Check names, in the order they run. --skip takes these.
-CHECKS = (
-    "preflight",
-    "artifact_integrity",
-    "fixture_parity",
-    "op_oracle",
-    # Every CPU variant the host can run vs the x64 baseline, on the ops with variant kernels.
-    "cpu_variants",
-    # llama.cpp's own CTest suite over the lane's build (lanes whose spec asks for it).
-    "upstream_ctest",
-    "reference_parity",
-    "graph_smoke",
-    "concurrency",
-    "cancellation",
-    "speed",
-    # Last: aggregates the per-step cleanup checks the runner makes after every step (speed included).
-    "cleanup",
-)
+CHECKS = checks.names()
 
 
 @dataclasses.dataclass
-class RunnerConfig:
-    lane: str
-    lane_dir: pathlib.Path
-    evidence: pathlib.Path | None
-    spec: pathlib.Path
-    model: pathlib.Path | None
-    out_dir: pathlib.Path
-    report: pathlib.Path
-    cpu_lane_dir: pathlib.Path | None = None
-    model_source: str = ""
-    kv_types: tuple[str, ...] = DEFAULT_KV_TYPES
-    threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
-    skip: tuple[str, ...] = ()
-    allow_software_icd: bool = False
-    fixture_ops: str = ""  # bring-up -o filter for test-backend-ops; non-recordable
-    # test-backend-ops -j (its own worker threads, each with its own backend instance; test mode
-    # only). 0 = half the host's cores, at most 8: Vulkan's per-shape pipeline creation made the
-    # serial run longer than one step timeout on the H200.
-    fixture_jobs: int = 0
-    speed_floor_tg: float = 0.0
-    speed_floor_pp: float = 0.0
-    timeout_s: float = 600.0
-    # Model-level parity tolerances (defaults measured on the tiny F32 model, see README.md).
-    parity_max_abs_delta: float = 0.05
-    parity_max_mean_kl: float = 1e-4
-    parity_min_top1: float = 1.0  # on positions whose reference top-1 margin is decisive
-    # A comparison where few positions have a clear top-1 (margin > 0.1 nats) proves little.
-    parity_min_decisive_fraction: float = 0.5
-    # CPU lane vs the float64 NumPy reference, flash attention off (measured 1.2e-5 / 9e-13 on F32).
-    reference_max_abs_delta: float = 1e-3
-    reference_max_mean_kl: float = 1e-8
-    parity_prompt: str = "The quick brown fox jumps over the lazy dog. Once upon a time"
-    n_predict: int = 16
-    seed: int = 42
-    # llama-bench sizes; 0 = per-backend default (CPU: -p 64 -n 32 -r 2; accelerators: -p 512 -n 128 -r 3).
-    bench_pp: int = 0
-    bench_tg: int = 0
-    bench_reps: int = 0
-    # A model large enough to be memory-bandwidth bound: tg on it vs the measured bandwidth.
-    roofline_model: pathlib.Path | None = None
-    hbm_bandwidth_gbs: float = 0.0  # bring-up override of the measured bandwidth (non-recordable)
-    # Accelerator lanes vs the CPU lane on the same host in the same run (why these values: speed.py).
-    min_speedup_roofline_pp: float = 2.0
-    min_speedup_roofline_tg: float = 4.0
-    memory_tolerance_mib: float = 64.0
-    sigint_exit_bound_s: float = 10.0
-    # cancellation: a dropped stream's slot must be released (server log) within this bound, and
-    # the next request served within it; written into cancellation.log as `# lanes-config`.
-    cancel_bound_s: float = 5.0
-    build_provenance: str = "bazel"
-    gpu_index: int = 0
-    # Another accelerator lane on this host (e.g. CUDA beside Vulkan): benched in the same speed
-    # step for a side-by-side figure. Informational: no floor is applied to the ratio.
-    peer_lane_dir: pathlib.Path | None = None
-    peer_backend: str = ""
-    # An upstream-default build of the same tree on this host (//lanes:<alias>_upstream): benched in
-    # the speed step for the lane/upstream ratio, which a policy speed floor may bound
-    # (speed.upstream_ratio_pp / speed.upstream_ratio_tg).
-    upstream_dir: pathlib.Path | None = None
-    # upstream_ctest: the lane's CTest bundle (//lanes:<alias>_ctest), the ctest executable, its -j
-    # (0: half the host's cores, at most 8) and a bound on the whole suite, seconds.
-    ctest_bundle: pathlib.Path | None = None
-    ctest: str = "ctest"
-    ctest_jobs: int = 0
-    ctest_timeout_s: float = 1800.0
+class RunOptions:
+    """Options of the whole run (every check may read them)."""
+    lane: str = option(help="Lane id or alias (e.g. linux-x86_64-cpu or cpu).", required=True)
+    lane_dir: pathlib.Path = option(help="The lane's artifacts (bin/, lib/).", path=True, required=True)
+    evidence: pathlib.Path | None = option(help="<lane>.evidence.pb of the artifacts under test.", path=True)
+    spec: pathlib.Path = option(help="The lane spec (//lanes:spec.json).", path=True, required=True)
+    model: pathlib.Path | None = option(help="GGUF model (the main job passes the embedded tiny model).", path=True)
+    out_dir: pathlib.Path = option(help="Directory for logs/.", path=True, required=True)
+    report: pathlib.Path = option(help="Report path (.pb; a .json twin is written beside it).", path=True, required=True)
+    cpu_lane_dir: pathlib.Path | None = option(
+        None, "Accelerator lanes: the CPU lane (parity oracle and speed baseline).", path=True)
+    model_source: str = option("", "Where the model came from, e.g. embedded://tools/model:tiny_llama_f32; default: the path.")
+    threads: int = option(help="CPU threads for the lane binaries (default: all cores).",
+                          default_factory=lambda: os.cpu_count() or 1)
+    skip: tuple[str, ...] = option((), "Checks to skip (bring-up only: non-recordable, exit != 0). One of "
+                                   f"{','.join(CHECKS)}.")
+    timeout_s: float = option(600.0, "Timeout of each command a step runs, seconds.")
+    parity_prompt: str = option("The quick brown fox jumps over the lazy dog. Once upon a time")
+    n_predict: int = option(16)
+    seed: int = option(42)
+    build_provenance: str = option("bazel", 'How the artifacts came to be: "bazel" or "rebuild-from-lane-spec on <host>".')
+    gpu_index: int = option(0, "GPU (nvidia-smi index) the run is about.")
 
-    def resolved_ctest_jobs(self) -> int:
-        return self.ctest_jobs if self.ctest_jobs > 0 else max(1, min(8, (os.cpu_count() or 2) // 2))
 
-    def normalized(self) -> "RunnerConfig":
-        """Paths made absolute (binaries run with other working directories)."""
-        c = dataclasses.replace(self)
-        for name in ("lane_dir", "evidence", "spec", "model", "out_dir", "report", "cpu_lane_dir", "roofline_model", "peer_lane_dir", "upstream_dir", "ctest_bundle"):
-            value = getattr(c, name)
-            if value is not None:
-                setattr(c, name, pathlib.Path(os.path.abspath(value)))
-        return c
+def option_fields() -> list[dataclasses.Field]:
+    """Every option of a run: the run-wide ones, then each check's, in registry order; once each."""
+    fields: list[dataclasses.Field] = list(dataclasses.fields(RunOptions))
+    seen = {f.name: "the run" for f in fields}
+    for check in checks.REGISTRY:
+        for f in dataclasses.fields(check.options):
+            if f.name in seen:
+                raise ValueError(f"option {f.name!r} of check {check.name} is also an option of {seen[f.name]}")
+            seen[f.name] = check.name
+            fields.append(f)
+    return fields
+
+
+def _make_config_class() -> type:
+    def field_spec(f: dataclasses.Field) -> tuple[str, object, dataclasses.Field]:
+        kwargs = {"metadata": f.metadata}
+        if f.default is not dataclasses.MISSING:
+            kwargs["default"] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            kwargs["default_factory"] = f.default_factory
+        return f.name, f.type, dataclasses.field(**kwargs)
+
+    specs = [field_spec(f) for f in option_fields()]
+    # Fields without a default come first (the dataclass needs them so).
+    def no_default(s):
+        return s[2].default is dataclasses.MISSING and s[2].default_factory is dataclasses.MISSING
+    ordered = [s for s in specs if no_default(s)] + [s for s in specs if not no_default(s)]
+    return dataclasses.make_dataclass("RunnerConfig", ordered, namespace={
+        "__module__": __name__,
+        "__doc__": "One runner invocation: RunOptions plus every check's Options, flat.",
+        "normalized": _normalized,
+    })
+
+
+def _normalized(self):
+    """Paths made absolute (binaries run with other working directories)."""
+    c = dataclasses.replace(self)
+    for f in dataclasses.fields(c):
+        value = getattr(c, f.name)
+        if f.metadata.get("path") and value is not None:
+            setattr(c, f.name, pathlib.Path(os.path.abspath(value)))
+    return c
+
+
+RunnerConfig = _make_config_class()

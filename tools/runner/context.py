@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+from typing import TYPE_CHECKING
 
 from proto import build_evidence_pb2 as epb
 from proto import runner_report_pb2 as rpb
-from tools.runner.config import RunnerConfig
+from tools.runner import backends
 from tools.runner.lane_spec import Lane
 from tools.runner.steps import ProcessTracker
+
+if TYPE_CHECKING:  # the config is built from the checks, which use this module
+    from tools.runner.config import RunnerConfig
 
 
 @dataclasses.dataclass
@@ -21,7 +25,6 @@ class RunContext:
     tracker: ProcessTracker = dataclasses.field(default_factory=ProcessTracker)
     evidence: epb.BuildEvidence | None = None
     device: rpb.DeviceClass = dataclasses.field(default_factory=rpb.DeviceClass)
-    memory_before_mib: float | None = None  # GPU lanes: device memory used at preflight
     model_bytes: int = 0  # weight bytes (llama-bench model_size), for the roofline
     model_info: object | None = None  # model_file.ModelInfo, set by preflight
     non_recordable: list[str] = dataclasses.field(default_factory=list)
@@ -37,4 +40,4 @@ class RunContext:
     @property
     def backend0(self) -> str:
         """ggml's name for the first device of the lane's backend (test-backend-ops -b)."""
-        return {"cpu": "CPU", "cuda": "CUDA0", "rocm": "ROCm0", "vulkan": "Vulkan0", "metal": "MTL0"}[self.lane.backend]
+        return backends.get(self.lane.backend).ggml_device

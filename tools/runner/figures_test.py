@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import artifact_integrity, graph_smoke, runner
+from tools.runner import runner
+from tools.runner.checks import artifact_integrity, graph_smoke
 
 A, B = "a" * 64, "b" * 64
 
@@ -47,9 +48,9 @@ def test_runner_fails_a_check_whose_figures_differ_from_recompute(tmp_path):
     (tmp_path / "artifact_integrity.log").write_text(f"evidence bin/x sha256={A}\nfound bin/x sha256={A}\n")
     result = rpb.CheckResult(name="artifact_integrity")
     result.counts.update({"artifacts_checked": 1, "artifacts_mismatched": 0})
-    assert runner._recompute_figures("artifact_integrity", tmp_path, result) == ""
+    assert runner._recompute_figures(artifact_integrity.CHECK, tmp_path, result) == ""
     result.counts["artifacts_checked"] = 7  # a figure the logs do not support
-    problem = runner._recompute_figures("artifact_integrity", tmp_path, result)
+    problem = runner._recompute_figures(artifact_integrity.CHECK, tmp_path, result)
     assert "artifacts_checked 7 != 1" in problem
     assert result.counts["artifacts_checked"] == 1  # the report carries recompute's figure
 

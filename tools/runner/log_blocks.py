@@ -1,17 +1,22 @@
-"""Reading step logs back: the `$ <argv>` command blocks Step.run writes, and `# lanes-config` lines.
+"""The step-log grammar, written and read here only: `$ <argv>` command lines, `# exit N after Ts`
+lines, and each step's configuration (<step>.config.json, runner-owned and digested).
 
-Recompute functions and the recipe read the runner's own logs through these, so a figure is derived
-from the tool output that follows a command line, never from a line the runner wrote about it.
+Recompute functions, the recipe and the audit read the runner's own logs through these, so a figure
+is derived from the tool output that follows a command line, and a configuration value only from
+the runner's own file (runs made before that file: its `# lanes-config` lines outside command blocks).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 import re
 import shlex
 
-_EXIT = re.compile(r"^# exit (-?\d+) after", re.MULTILINE)
+from tools.core import atomic_files, errors
+
+EXIT_LINE = re.compile(r"^# exit (?P<code>-?\d+) after", re.MULTILINE)
 _CONFIG = re.compile(r"^# lanes-config (\S+?)=(.*)$", re.MULTILINE)
 # Step.run / llama_server / speed write `$ <shlex.join(argv)>` and, for commands whose output goes
 # to a file of its own, an annotation after two spaces: `  (log: x.server.log)`, `  (stdout: ...)`.
@@ -25,6 +30,15 @@ class Command:
     output: str  # what followed the `$` line in the same log, up to its `# exit` line
     exit_code: int | None
     files: list[str]  # files the annotation names (the command's own output files)
+
+
+def command_line(argv: list[str], annotation: str = "") -> str:
+    """`$ <argv>`, with an optional annotation naming the command's own output files."""
+    return f"$ {shlex.join(argv)}" + (f"  ({annotation})" if annotation else "")
+
+
+def exit_line(code: int, seconds: float, detail: str = "") -> str:
+    return f"# exit {code} after {seconds:.2f}s" + (f" ({detail})" if detail else "")
 
 
 def commands(log_text: str) -> list[Command]:
@@ -47,7 +61,7 @@ def commands(log_text: str) -> list[Command]:
             continue
         if current is None:
             continue
-        m = _EXIT.match(line)
+        m = EXIT_LINE.match(line)
         if m and current.exit_code is None:
             current.exit_code = int(m.group(1))
             current.output = "\n".join(lines)
@@ -76,7 +90,7 @@ def runner_config(log_text: str) -> dict[str, str]:
 def stray_exit_lines(log_text: str) -> int:
     """Exit lines beyond one per command: a tool that printed `# exit ...` itself, which would end its
     block early (commands() takes the first) and hide how it really ended."""
-    return len(_EXIT.findall(log_text)) - len(commands(log_text))
+    return len(EXIT_LINE.findall(log_text)) - len(commands(log_text))
 
 
 def read(path: pathlib.Path) -> str:
@@ -93,3 +107,77 @@ def flag_value(argv: list[str], *names: str) -> str | None:
             elif a.startswith(n + "="):
                 value = a[len(n) + 1:]
     return value
+
+
+# ---- check configuration: a runner-owned file per step, never read out of tool output ----------
+
+CONFIG_SUFFIX = ".config.json"
+
+
+class StepConfigError(errors.LanesError):
+    """A step's configuration file is unreadable, or names a key twice."""
+
+    code = "step-config"
+
+
+def config_path(logs_dir: pathlib.Path, step: str) -> pathlib.Path:
+    return pathlib.Path(logs_dir) / f"{step}{CONFIG_SUFFIX}"
+
+
+def _refuse_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise StepConfigError(f"configuration key {key!r} given twice")
+        out[key] = value
+    return out
+
+
+def write_config(path: pathlib.Path, values: dict[str, str]) -> None:
+    atomic_files.write_bytes_atomic(path, (json.dumps(values, indent=1, sort_keys=True) + "\n").encode())
+
+
+def load_config(path: pathlib.Path) -> dict[str, str]:
+    """A step's configuration file: one JSON object of strings, each key once."""
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_refuse_duplicates)
+    except (OSError, ValueError) as err:
+        raise StepConfigError(f"{path.name}: {err}") from err
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+        raise StepConfigError(f"{path.name}: not an object of strings")
+    return values
+
+
+def runner_lines(log_text: str) -> str:
+    """The lines the runner wrote itself: everything outside the command blocks (`$` line up to its
+    `# exit` line). A tool's output lies inside its block and is left out."""
+    out: list[str] = []
+    inside = False
+    for line in log_text.splitlines():
+        if line.startswith("$ "):
+            inside = True
+            continue
+        if inside:
+            if EXIT_LINE.match(line):
+                inside = False
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def step_config(logs_dir: pathlib.Path, step: str) -> dict[str, str]:
+    """The configuration the runner gave one step: its <step>.config.json; for runs made before that
+    file existed, the `# lanes-config` lines the runner wrote outside command blocks."""
+    path = config_path(logs_dir, step)
+    if path.is_file():
+        return load_config(path)
+    return legacy_config(read(pathlib.Path(logs_dir) / f"{step}.log"))
+
+
+def legacy_config(log_text: str) -> dict[str, str]:
+    return config_values(runner_lines(log_text))
+
+
+def legacy_config_lines(values: dict[str, str]) -> list[str]:
+    """Configuration in the in-log form of older runs (for tests that build such logs)."""
+    return [f"# lanes-config {k}={v}" for k, v in values.items()]

@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import op_oracle as oo
+from tools.runner.checks import op_oracle as oo
 from tools.runner.steps import ProcessTracker, Step
 
 CR = rpb.CheckResult

@@ -7,7 +7,8 @@ import pathlib
 
 import pytest
 
-from tools.runner import artifact_integrity, fixture_parity, graph_smoke, lane_spec, preflight, speed
+from tools.runner import lane_spec
+from tools.runner.checks import artifact_integrity, fixture_parity, graph_smoke, preflight, speed
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
 
@@ -258,7 +259,7 @@ def test_lane_spec_alias_and_unknown():
 
 
 def test_parse_ldd_marks_missing_libraries():
-    from tools.runner import preflight
+    from tools.runner.checks import preflight
     text = ("\tlibcudart.so.13 => /usr/local/cuda/lib64/libcudart.so.13 (0x7f00)\n"
             "\tlibcublas.so.13 => not found\n\tlinux-vdso.so.1 (0x7ffd)\n")
     assert preflight.parse_ldd(text) == {"libcudart.so.13": "/usr/local/cuda/lib64/libcudart.so.13",
@@ -268,7 +269,7 @@ def test_parse_ldd_marks_missing_libraries():
 def test_fixture_ops_come_from_the_lane_spec_and_the_override_is_bring_up():
     import pathlib
 
-    from tools.runner import fixture_parity
+    from tools.runner.checks import fixture_parity
     from tools.runner.config import RunnerConfig
     from tools.runner.context import RunContext
     from tools.runner.lane_spec import Lane
@@ -292,7 +293,7 @@ def _probs(*pairs):
 
 
 def test_concurrency_divergence_only_at_near_ties():
-    from tools.runner.concurrency import judge_divergence
+    from tools.runner.checks.concurrency import judge_divergence
     seq = {"tokens": [5, 6, 7], "completion_probabilities": _probs((5, -0.1, 9, -3.0), (6, -0.50, 8, -0.52), (7, -0.1, 1, -4))}
     assert judge_divergence({"tokens": [5, 6, 7]}, seq, 0.1) == (None, None)
     problem, margin = judge_divergence({"tokens": [5, 8, 3]}, seq, 0.1)
@@ -323,7 +324,7 @@ def _logits(n=6, v=32, seed=0):
 
 
 def _ref_logs(tmp_path, ref, got):
-    from tools.runner import reference_parity as rp
+    from tools.runner.checks import reference_parity as rp
     (tmp_path / "reference_parity.log").write_text("".join(f"# lanes-config {k}={v!r}\n" for k, v in REF_TOL.items()))
     rp.save_logits(tmp_path / rp.LOGITS_FILE, list(range(len(ref))), got, ref)
     return rp.recompute(tmp_path)
@@ -332,7 +333,7 @@ def _ref_logs(tmp_path, ref, got):
 def test_reference_parity_recompute_and_pass(tmp_path):
     import numpy as np
 
-    from tools.runner import reference_parity as rp
+    from tools.runner.checks import reference_parity as rp
     ref = _logits()
     counts, metrics = _ref_logs(tmp_path, ref, (ref + 1e-5).astype(np.float32))
     assert counts["n_tokens"] == 6 and counts["n_decisive"] >= 3 and counts["nonfinite_lane"] == 0
@@ -345,7 +346,7 @@ def test_reference_parity_nan_logits_fail(tmp_path):
     """The former loophole: `nan > tol` is false, so NaN logits passed."""
     import numpy as np
 
-    from tools.runner import reference_parity as rp
+    from tools.runner.checks import reference_parity as rp
     ref = _logits()
     got = ref.copy()
     got[2, 5] = np.nan
@@ -365,7 +366,7 @@ def test_reference_parity_all_tie_logits_fail(tmp_path):
     """Where no position has a clear top-1, top-1 agreement proves nothing: FAIL, not a vacuous 1.0."""
     import numpy as np
 
-    from tools.runner import reference_parity as rp
+    from tools.runner.checks import reference_parity as rp
     ref = np.zeros((6, 32))
     counts, metrics = _ref_logs(tmp_path, ref, ref.astype(np.float32))
     assert counts["n_decisive"] == 0 and "top1_agreement_decisive" not in metrics
@@ -377,7 +378,7 @@ def test_reference_parity_all_tie_logits_fail(tmp_path):
 
 
 def _concurrency_logs(tmp_path, server_log: str):
-    from tools.runner import concurrency as cc
+    from tools.runner.checks import concurrency as cc
     (tmp_path / "concurrency.log").write_text("# lanes-config n_parallel=4\n# lanes-config tie_tolerance_nats=0.1\n")
     same = {"tokens": [1, 2, 3], "tokens_predicted": 3, "completion_probabilities": []}
     (tmp_path / cc.RESPONSES_FILE).write_text(json.dumps({"prompts": list(cc.PROMPTS), "concurrent": [same] * 4,
@@ -414,7 +415,8 @@ def test_server_log_parser_on_real_cancellation_log():
 
 
 def _cancellation_with_fake_server(tmp_path, mode):
-    from tools.runner import cancellation, fake_lane
+    from tools.runner import fake_lane
+    from tools.runner.checks import cancellation
     from tools.runner.config import RunnerConfig
     from tools.runner.context import RunContext
     from tools.runner.lane_spec import Lane
@@ -462,7 +464,7 @@ def test_cancellation_fails_when_the_server_ignores_the_dropped_stream(tmp_path)
 
 
 def test_cancellation_wrong_sigint_exit_fails(tmp_path):
-    from tools.runner import cancellation
+    from tools.runner.checks import cancellation
     logs = tmp_path
     (logs / "cancellation.server.log").write_text(_read("llama_server_cancellation_cpu.log"))
     (logs / "cancellation.stream.txt").write_bytes(b"data: {}\n\ndata: {}\n\n")
@@ -494,7 +496,7 @@ if __name__ == "__main__":
 
 
 def test_cpu_variant_comes_from_ggmls_own_load_line():
-    from tools.runner import preflight
+    from tools.runner.checks import preflight
     line = "load_backend: loaded CPU backend from /x/lanes/cpu/bin/libggml-cpu-zen4.so\n"
     assert preflight.parse_cpu_variant("ggml_backend_load_best: search path /x\n" + line) == "zen4"
     assert preflight.parse_cpu_variant("load_backend: loaded RPC backend from /x/libggml-rpc.so\n") is None
@@ -503,7 +505,7 @@ def test_cpu_variant_comes_from_ggmls_own_load_line():
 
 
 def test_a_variant_the_spec_does_not_list_fails_preflight(tmp_path):
-    from tools.runner import preflight
+    from tools.runner.checks import preflight
     from tools.runner.config import RunnerConfig
     from tools.runner.context import RunContext
     from tools.runner.lane_spec import Lane

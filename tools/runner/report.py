@@ -10,14 +10,18 @@ import socket
 from google.protobuf import json_format
 
 from proto import runner_report_pb2 as rpb
-from tools.core import atomic_files
-from tools.evidence.build_evidence import sha256_file
+from tools.core import atomic_files, errors
+from tools.core.digest import sha256_file
 
 CR = rpb.CheckResult
 SCHEMA_VERSION = 1
 
 
-class ReportWriteError(Exception):
+# Every ReportWriteError message starts so; a finished report carries it among its reasons.
+UNWRITABLE = "cannot write the report"
+
+
+class ReportWriteError(errors.UnwritableOutputError):
     """The report path cannot be written."""
 
 
@@ -64,7 +68,7 @@ def check_writable(report_path: pathlib.Path) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
-        raise ReportWriteError(f"cannot write the report at {report_path}: {err.strerror or err}; "
+        raise ReportWriteError(f"{UNWRITABLE} at {report_path}: {err.strerror or err}; "
                                "pass a writable --report path") from err
 
 
@@ -82,30 +86,19 @@ def write_report(report: rpb.RunnerReport, report_path: pathlib.Path) -> pathlib
             atomic_files.write_bytes_atomic(path, data)
     except OSError as err:
         reason = err.strerror.partition(": ")[2] if isinstance(err, atomic_files.AtomicWriteError) else (err.strerror or err)
-        raise ReportWriteError(f"cannot write the report at {report_path}: {reason}") from err
+        raise ReportWriteError(f"{UNWRITABLE} at {report_path}: {reason}") from err
     return twin
 
 
+def unwritable(report: rpb.RunnerReport) -> bool:
+    """The run ended because its report could not be written (a ReportWriteError's reason)."""
+    return any(r.startswith(UNWRITABLE) for r in report.non_recordable_reasons)
+
+
 def _figures(c: rpb.CheckResult) -> str:
-    keys = {
-        "fixture_parity": ("ops_tested", "ops_passed", "ops_failed", "ops_not_supported"),
-        "reference_parity": ("max_abs_delta_logit", "mean_kl", "top1_agreement"),
-        "concurrency": ("concurrent_sequences", "tokens", "wall_seconds_concurrent"),
-        "cancellation": ("recovery_seconds", "sigint_exit_seconds"),
-        "cpu_variants": ("variants_shipped", "variants_runnable", "variants_crashed"),
-        "upstream_ctest": ("tests_registered", "tests_passed", "tests_failed", "tests_excluded"),
-        "cleanup": ("processes_started", "processes_left", "memory_before_mib", "memory_after_mib"),
-        "speed": ("pp_tokens_per_s", "tg_tokens_per_s", "speedup_tg", "tg_roofline_fraction"),
-    }.get(c.name, ())
-    parts = []
-    for k in keys:
-        if k in c.counts:
-            parts.append(f"{k}={c.counts[k]}")
-        elif k in c.metrics:
-            parts.append(f"{k}={c.metrics[k]:.4g}")
-    if c.name == "graph_smoke":
-        parts = [f"{k}={v}" for k, v in sorted(c.counts.items()) if k.startswith("tokens_decoded_")]
-    return " ".join(parts)
+    from tools.runner import checks  # the registry imports the checks, which use this module's callers
+    check = checks.get(c.name)
+    return check.summary_figures(dict(c.counts), dict(c.metrics)) if check is not None else ""
 
 
 def summary_table(report: rpb.RunnerReport) -> str:

@@ -238,10 +238,6 @@ class RunLock:
         self.data["children"].append({"pid": pid, "start_time": start_time(pid), "argv0": argv0})
         self.write()
 
-    def add_staging_dir(self, path: pathlib.Path | str) -> None:
-        self.data["staging_dirs"].append(str(path))
-        self.write()
-
     def start_watchdog(self) -> None:
         """A detached process that reaps this run if the runner dies without release()."""
         r, w = os.pipe()

@@ -13,7 +13,8 @@ import types
 
 import pytest
 
-from tools.runner import preflight, run_lock
+from tools.runner import run_lock
+from tools.runner.checks import preflight
 
 # A runner stand-in: takes the device lock, writes its JSON, starts `sleep` (own session, no
 # PDEATHSIG: only a reaper ends it) and waits to be killed.

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import fake_lane
+from tools.runner import checks, fake_lane
 
 CR = rpb.CheckResult
 
@@ -82,7 +82,7 @@ def test_cuda_lane_on_gpu_less_host(tmp_path, lane):
 
 def test_skip_switch_is_non_recordable(tmp_path, lane):
     lane_dir, evidence, model = lane
-    skip = tuple(n for n in fake_lane.runner.CHECKS if n != "preflight")
+    skip = tuple(n for n in checks.names() if n != "preflight")
     report, code = fake_lane.run(fake_lane.config(tmp_path, lane_dir, evidence, model, skip=skip))
     assert code != 0
     assert not report.pass_recordable
@@ -112,16 +112,16 @@ def test_main_exit_code_and_message(tmp_path, lane, capsys):
     """The command line: exit status != 0 and the cause on stdout."""
     from absl import flags
 
-    from tools.runner import runner
+    from tools.runner import cli, runner
 
     lane_dir, evidence, _ = lane
     if "lane" not in flags.FLAGS:
-        runner.define_flags()
+        cli.define_flags()
     argv = ["runner", "--lane=cpu", f"--lane_dir={lane_dir}", f"--evidence={evidence}", f"--spec={fake_lane.SPEC}",
             f"--model={tmp_path / 'missing.gguf'}", f"--out_dir={tmp_path / 'out'}", f"--report={tmp_path / 'out' / 'r.pb'}"]
     flags.FLAGS.unparse_flags()
     flags.FLAGS(argv)
-    assert runner.main(["runner"]) == runner.EXIT_FAIL
+    assert cli.main(["runner"]) == runner.EXIT_FAIL
     assert "model file not found" in capsys.readouterr().out
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import pathlib
 
+from tools.core import errors
 
-class PolicyFloorsError(Exception):
+
+class PolicyFloorsError(errors.UsageError):
     """The policy file cannot be read; the message names it."""
 
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tools.runner import speed
+from tools.runner.checks import speed
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
 CPU_JSON = json.loads((TESTDATA / "llama_bench_cpu.json").read_text())
@@ -223,10 +223,11 @@ def test_run_speed_cuda_orchestration(tmp_path):
     step.finish(status, message)
     assert status == speed.CR.PASS, message
     assert {p.name for p in step.extra_logs} == {f"speed.{b}.{e}" for b in ("lane", "cpu_lane", "roofline_lane", "roofline_cpu_lane")
-                                                 for e in ("json", "log")}
+                                                 for e in ("json", "log")} | {"speed.config.json"}
     assert any("--hbm_bandwidth_gbs=4249.3" in r for r in ctx.non_recordable)
     assert speed.recompute(logs) == (dict(step.result.counts), dict(step.result.metrics))
-    assert "-v" in (logs / "speed.log").read_text().split("\n")[5].split()
+    # Line 2: the configuration (3 values) is in speed.config.json, no longer the log's first lines.
+    assert "-v" in (logs / "speed.log").read_text().split("\n")[2].split()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ import dataclasses
 import functools
 import os
 import pathlib
-import shlex
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import time
 from collections.abc import Sequence
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import exits, run_lock
+from tools.runner import exits, log_blocks, run_lock
 
 CR = rpb.CheckResult
 
@@ -145,6 +144,19 @@ class Step:
         self.result = CR(name=name, required=required)
         self._log = open(self.log_path, "w", encoding="utf-8", errors="replace")
         self.extra_logs: list[pathlib.Path] = []
+        self._config: dict[str, str] = {}
+        self.config_path = log_blocks.config_path(logs_dir, name)
+        self.config_path.unlink(missing_ok=True)  # a reused --out_dir: only this run's configuration
+
+    def config(self, key: str, value: object) -> None:
+        """One configuration value of this step, into <step>.config.json (digested with its logs);
+        a key is given once."""
+        if key in self._config:
+            raise log_blocks.StepConfigError(f"{self.name}: configuration key {key!r} given twice")
+        self._config[key] = str(value)
+        log_blocks.write_config(self.config_path, self._config)
+        if self.config_path not in self.extra_logs:
+            self.extra_logs.append(self.config_path)
 
     def log(self, text: str) -> None:
         self._log.write(text if text.endswith("\n") else text + "\n")
@@ -153,7 +165,7 @@ class Step:
     def run(self, argv: Sequence[str], timeout_s: float, cwd: pathlib.Path | None = None) -> CommandResult:
         """Runs argv to completion (stdout+stderr captured into this step's log)."""
         argv = [str(a) for a in argv]
-        self.log(f"$ {shlex.join(argv)}")
+        self.log(log_blocks.command_line(argv))
         start = time.monotonic()
         proc = self.tracker.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd)
         timed_out = False
@@ -170,8 +182,8 @@ class Step:
         # which then saw no exit status at all (the cancellation and op_oracle CI flakes).
         self._log.write(text if not text or text.endswith("\n") else text + "\n")
         code = proc.returncode if not timed_out else 124
-        signal_named = f" ({exits.meaning(code)})" if code < 0 and exits.meaning(code) else ""
-        self.log(f"# exit {code} after {seconds:.2f}s" + (f" (timed out at {timeout_s:.0f}s)" if timed_out else signal_named))
+        detail = f"timed out at {timeout_s:.0f}s" if timed_out else (exits.meaning(code) if code < 0 else "")
+        self.log(log_blocks.exit_line(code, seconds, detail or ""))
         return CommandResult(argv, code, text, seconds, timed_out)
 
     def finish(self, status: int, message: str) -> CR:

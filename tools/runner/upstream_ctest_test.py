@@ -13,8 +13,9 @@ from google.protobuf import json_format
 from proto import ctest_report_pb2 as ctest_pb
 from proto import runner_report_pb2 as rpb
 from tools.ctest import ctest_run, fake_bundle
+from tools.runner import log_blocks
 from tools.runner import report as report_lib
-from tools.runner import upstream_ctest
+from tools.runner.checks import upstream_ctest
 from tools.runner.config import RunnerConfig
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import Lane
@@ -48,6 +49,12 @@ def _run(tmp: pathlib.Path, lane: Lane, bundle: pathlib.Path | None,
     for path in [step.log_path, step.exit_path, *step.extra_logs]:
         report_lib.log_digest(path, tmp / "out")
     return status, message, step, ctx
+
+
+def _set_config(step: Step, key: str, value: str) -> None:
+    """Tampers with the step's configuration file (what an edited run directory would carry)."""
+    values = log_blocks.load_config(step.config_path)
+    log_blocks.write_config(step.config_path, {**values, key: value})
 
 
 def test_a_lane_whose_suite_gates_in_ci_records_not_applicable_never_a_pass(tmp_path):
@@ -84,7 +91,8 @@ def test_a_passing_suite_reports_what_the_raw_log_says(tmp_path):
     assert len(ctx.tracker.pids) == 1
     # Every raw file it wrote is digested with the step.
     names = {p.name for p in step.extra_logs}
-    assert names == {upstream_ctest.CTEST_LOG, upstream_ctest.MANIFEST, upstream_ctest.REPORT_PB, upstream_ctest.REPORT_JSON}
+    assert names == {upstream_ctest.CTEST_LOG, upstream_ctest.MANIFEST, upstream_ctest.REPORT_PB, upstream_ctest.REPORT_JSON,
+                     "upstream_ctest.config.json"}
     assert {p.name for p in ctx.logs_dir.iterdir()} == names | {"upstream_ctest.log", "upstream_ctest.exit"}
 
 
@@ -121,8 +129,7 @@ def test_edited_raw_files_change_the_figures_or_the_verdict(tmp_path):
 def test_a_nonzero_ctest_exit_is_a_problem_even_when_every_line_passed(tmp_path):
     bundle = fake_bundle.make_bundle(tmp_path / "b")
     _, _, step, ctx = _run(tmp_path, _lane(in_certification=True), bundle)
-    text = step.log_path.read_text()
-    step.log_path.write_text(text.replace("ctest_exit=0", "ctest_exit=8"))
+    _set_config(step, "ctest_exit", "8")
     assert "ctest exited 8" in upstream_ctest.problems(ctx.logs_dir)
 
 
@@ -133,7 +140,7 @@ def test_a_suite_that_outlasts_its_bound_fails_with_its_log_kept(tmp_path):
     assert status == CR.FAIL, message
     assert "(timed out at 2s)" in step.log_path.read_text()
     # The truncated log is kept and digested; the report it could not yield is not listed.
-    assert {p.name for p in step.extra_logs} == {upstream_ctest.CTEST_LOG, upstream_ctest.MANIFEST}
+    assert {p.name for p in step.extra_logs} == {upstream_ctest.CTEST_LOG, upstream_ctest.MANIFEST, "upstream_ctest.config.json"}
     assert not dict(step.result.counts)
     assert upstream_ctest.recompute(ctx.logs_dir) == ({}, {})
 
@@ -152,12 +159,17 @@ def test_raw_files_that_disagree_with_themselves_are_problems(tmp_path):
     status, _, step, ctx = _run(tmp_path, _lane(in_certification=True), bundle)
     assert status == CR.PASS
     logs = ctx.logs_dir
-    # A config key logged again with another value (e.g. by a test's output) is refused, not resolved by order.
+    # A config line in the log (e.g. in a test's output) changes nothing: the configuration is the
+    # runner's file, and a file that names a key twice is refused.
     with step.log_path.open("a") as f:
         f.write("# lanes-config ctest_exit=3\n")
-    assert "upstream_ctest.log: ctest_exit logged as '0' and as '3'" in upstream_ctest.problems(logs)
+    assert upstream_ctest.problems(logs) == []
+    saved = step.config_path.read_text()
+    step.config_path.write_text(saved.replace('"ctest_exit": "0"', '"ctest_exit": "0", "ctest_exit": "3"'))
+    with pytest.raises(log_blocks.StepConfigError, match="'ctest_exit' given twice"):
+        upstream_ctest.problems(logs)
+    step.config_path.write_text(saved)
     # The kept .pb must be the .json's report.
-    step.log_path.write_text(step.log_path.read_text().replace("# lanes-config ctest_exit=3\n", ""))
     assert upstream_ctest.problems(logs) == []
     kept = logs / upstream_ctest.REPORT_PB
     forged = ctest_pb.CTestReport.FromString(kept.read_bytes())
@@ -166,7 +178,7 @@ def test_raw_files_that_disagree_with_themselves_are_problems(tmp_path):
     assert f"{upstream_ctest.REPORT_PB} and {upstream_ctest.REPORT_JSON} are not the same report" in upstream_ctest.problems(logs)
     # The spec's exclusions, logged by the runner, must be the bundle's.
     kept.write_bytes(json_format.Parse((logs / upstream_ctest.REPORT_JSON).read_text(), ctest_pb.CTestReport()).SerializeToString())
-    step.log_path.write_text(step.log_path.read_text().replace('spec_excluded={"test-download"', 'spec_excluded={"test-gen"'))
+    step.config_path.write_text(step.config_path.read_text().replace('{\\"test-download\\"', '{\\"test-gen\\"'))
     assert any("exclusions are not the lane spec's" in p for p in upstream_ctest.problems(logs))
     # A kept manifest with a repeated key is refused outright.
     manifest = logs / upstream_ctest.MANIFEST

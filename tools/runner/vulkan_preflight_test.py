@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from tools.runner import preflight
+from tools.runner.checks import preflight
 from tools.runner.lane_spec import Lane
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"

@@ -19,10 +19,11 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import pathlib
-import re
 import threading
 
 from proto import runner_report_pb2 as rpb
+from tools.runner import log_blocks
+from tools.runner.checks.base import Check
 from tools.runner.context import RunContext
 from tools.runner.llama_server import LlamaServer, ServerError, max_busy, parse_server_log
 from tools.runner.steps import Step
@@ -32,7 +33,6 @@ CR = rpb.CheckResult
 STEP = "concurrency"
 RESPONSES_FILE = f"{STEP}.responses.json"
 SERVER_LOG = f"{STEP}.server.log"
-_CONFIG = re.compile(r"^# lanes-config (?P<key>[A-Za-z0-9_.]+)=(?P<value>.*)$", re.MULTILINE)
 
 PROMPTS = ("Once upon a time", "The capital of France is", "def fibonacci(n):", "In 1492, Columbus")
 N_PARALLEL = len(PROMPTS)
@@ -90,7 +90,7 @@ def judge_divergence(concurrent: dict, sequential: dict, tie_tolerance: float) -
 def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str]]:
     """Counts, metrics and problems, from the kept responses, the server log and the config lines."""
     logs_dir = pathlib.Path(logs_dir)
-    conf = {m["key"]: float(m["value"]) for m in _CONFIG.finditer((logs_dir / f"{STEP}.log").read_text(errors="replace"))}
+    conf = {k: float(v) for k, v in log_blocks.step_config(logs_dir, STEP).items()}
     n_parallel, tie_tolerance = int(conf["n_parallel"]), conf["tie_tolerance_nats"]
     data = json.loads((logs_dir / RESPONSES_FILE).read_text())
     prompts, concurrent_out, sequential_out = data["prompts"], data["concurrent"], data["sequential"]
@@ -145,11 +145,11 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return c, m
 
 
-def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_concurrency(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     n_predict = max(ctx.config.n_predict, N_PREDICT)
     tie_tolerance = 2 * ctx.config.parity_max_abs_delta
-    step.log(f"# lanes-config n_parallel={N_PARALLEL}")
-    step.log(f"# lanes-config tie_tolerance_nats={tie_tolerance!r}")
+    step.config("n_parallel", f"{N_PARALLEL}")
+    step.config("tie_tolerance_nats", f"{tie_tolerance!r}")
     barrier = threading.Barrier(N_PARALLEL)
 
     def together(prompt: str) -> dict:
@@ -183,3 +183,7 @@ def run_concurrency(ctx: RunContext, step: Step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     return evaluate(logs_dir)[2]
+
+
+CHECK = Check(name="concurrency", run=run_concurrency, recompute=recompute, problems=problems,
+              figures=("concurrent_sequences", "tokens", "wall_seconds_concurrent"))

@@ -33,6 +33,7 @@ Raw files (all in step.extra_logs): speed.<bench>.json (llama-bench stdout), spe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -46,22 +47,20 @@ import sys
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import exits, log_blocks
-from tools.runner.config import RunnerConfig
+from tools.runner import backends, exits, log_blocks
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
 
 # ggml backend registry names, as llama-bench prints them in "backends".
-BENCH_BACKEND = {"cpu": "CPU", "cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "MTL"}
 # Device buffer names in load_tensors lines (CUDA0, ...); anything else (CPU, CPU_Mapped, CUDA_Host,
 # CPU_REPACK) is host memory.
-_DEVICE_BUFFER = {"cuda": r"CUDA\d+", "rocm": r"ROCm\d+", "vulkan": r"Vulkan\d+", "metal": r"MTL\d+"}
 _BUFFER_LINE = re.compile(r"^.*load_tensors:\s+(\S+) model buffer size =\s*([0-9.]+) MiB\s*$", re.MULTILINE)
 _OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
-MEMBW_SOURCE = pathlib.Path(__file__).resolve().parent / "cuda" / "membw.cu"
-CPU_MEMBW_SOURCE = pathlib.Path(__file__).resolve().parent / "cpu_membw.py"
+MEMBW_SOURCE = pathlib.Path(__file__).resolve().parents[1] / "cuda" / "membw.cu"
+CPU_MEMBW_SOURCE = pathlib.Path(__file__).resolve().parents[1] / "cpu_membw.py"
 
 # Bench labels -> raw files speed.<label>.json / speed.<label>.log.
 LANE, CPU_LANE, ROOFLINE_LANE, ROOFLINE_CPU_LANE = "lane", "cpu_lane", "roofline_lane", "roofline_cpu_lane"
@@ -106,7 +105,7 @@ def parse_llama_bench_json(text: str) -> dict[str, float]:
 
 def backend_problems(tests: list[dict], backend: str, offload: bool) -> list[str]:
     """What in the JSON contradicts the bench having run on `backend` (a fallback, a wrong build)."""
-    want = BENCH_BACKEND[backend]
+    want = backends.get(backend).bench_backend
     problems = []
     for t in tests:
         named = [b.strip() for b in str(t.get("backends", "")).split(",") if b.strip()]
@@ -132,7 +131,7 @@ def device_weight_bytes(log_text: str, backend: str) -> tuple[int, int, list[str
     MiB values are printed with 2 decimals: each line is exact to +-5 KiB. Only the first model
     load is summed (llama-bench keeps the model loaded across tests with the same parameters).
     """
-    pattern = re.compile(_DEVICE_BUFFER.get(backend, r"(?!)") + r"$")
+    pattern = re.compile((backends.get(backend).device_buffer or r"(?!)") + r"$")
     buffers = model_buffers(log_text)
     device = sum(nbytes for name, nbytes, _ in buffers if pattern.match(name))
     return device, sum(nbytes for _, nbytes, _ in buffers) - device, [line for _, _, line in buffers]
@@ -234,18 +233,20 @@ def _nvcc() -> str | None:
 def measure_bandwidth(ctx: RunContext, step: Step) -> str | None:
     """Compiles and runs membw.cu (CUDA lanes); returns a problem or None. Output: speed.membw.*."""
     log, out = ctx.logs_dir / "speed.membw.log", ctx.logs_dir / "speed.membw.json"
-    if ctx.lane.backend == "cpu":  # host memory, one copy thread per llama-bench thread
+    probe = backends.get(ctx.lane.backend).bandwidth_probe
+    if probe == "cpu_membw":  # host memory, one copy thread per llama-bench thread
         code = _run_to_files(ctx, step, [sys.executable, CPU_MEMBW_SOURCE, str(ctx.config.threads)], out, log,
                              ctx.config.timeout_s)
         return f"cpu_membw exited {exits.describe(code)} (see {log.name})" if code != 0 else None
     # The probe measures the physical device's memory through CUDA: CUDA lanes, and Vulkan lanes
     # whose device is an NVIDIA GPU (the same HBM, whichever API reads it).
-    if not (ctx.lane.backend == "cuda" or (ctx.lane.backend == "vulkan" and ctx.device.vendor == "NVIDIA")):
+    cuda_device = backends.get(ctx.lane.backend).device_probe == "cuda"
+    if not (probe == "cuda_membw" and (cuda_device or ctx.device.vendor == "NVIDIA")):
         return f"no bandwidth probe for backend {ctx.lane.backend} on {ctx.device.vendor or 'this'} devices"
     nvcc = _nvcc()
     if nvcc is None:
         return "nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): cannot compile the bandwidth probe"
-    arch = "sm_" + ctx.device.compute_capability.replace(".", "") if ctx.lane.backend == "cuda" else "native"
+    arch = "sm_" + ctx.device.compute_capability.replace(".", "") if cuda_device else "native"
     binary = ctx.scratch_dir / "membw"
     code = _run_to_files(ctx, step, [nvcc, "-O2", f"-arch={arch}", "-o", binary, MEMBW_SOURCE], log, log, 600)
     if code != 0:
@@ -266,7 +267,7 @@ def _load(logs_dir: pathlib.Path, label: str) -> tuple[list[dict] | None, str]:
 
 def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str], str]:
     """(counts, metrics, problems, summary) from speed.log's config lines and the raw bench files."""
-    cfg = log_blocks.config_values(log_blocks.read(logs_dir / "speed.log"))
+    cfg = log_blocks.step_config(logs_dir, "speed")
     backend = cfg.get("backend", "cpu")
     accel = backend != "cpu"
     counts: dict[str, int] = {}
@@ -537,22 +538,22 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return counts, metrics
 
 
-def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_speed(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg, accel = ctx.config, ctx.lane.is_accelerator
     for stale in ctx.logs_dir.glob("speed.*.*"):  # a reused --out_dir: only this run's raw files count
         if stale not in (step.log_path, step.exit_path):
             stale.unlink()
-    step.log(f"# lanes-config backend={ctx.lane.backend}")
+    step.config("backend", f"{ctx.lane.backend}")
     if accel:
-        step.log(f"# lanes-config min_speedup_roofline_pp={cfg.min_speedup_roofline_pp!r}")
-        step.log(f"# lanes-config min_speedup_roofline_tg={cfg.min_speedup_roofline_tg!r}")
+        step.config("min_speedup_roofline_pp", f"{cfg.min_speedup_roofline_pp!r}")
+        step.config("min_speedup_roofline_tg", f"{cfg.min_speedup_roofline_tg!r}")
         for name in ("min_speedup_roofline_pp", "min_speedup_roofline_tg"):
-            if getattr(cfg, name) < getattr(RunnerConfig, name):
+            if getattr(cfg, name) < getattr(Options, name):
                 ctx.non_recordable.append(f"--{name}={getattr(cfg, name):g} is below the default "
-                                          f"{getattr(RunnerConfig, name):g} (bring-up only)")
+                                          f"{getattr(Options, name):g} (bring-up only)")
     else:
-        step.log(f"# lanes-config floor_tg_tokens_per_s={cfg.speed_floor_tg!r}")
-        step.log(f"# lanes-config floor_pp_tokens_per_s={cfg.speed_floor_pp!r}")
+        step.config("floor_tg_tokens_per_s", f"{cfg.speed_floor_tg!r}")
+        step.config("floor_pp_tokens_per_s", f"{cfg.speed_floor_pp!r}")
     failures = []
     if _bench(ctx, step, LANE, bench_command(ctx, cfg.lane_dir, accel)) != 0:
         failures.append("llama-bench on the lane failed")
@@ -560,8 +561,8 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
         failures.append("llama-bench on the upstream-default build failed")
     if not accel and cfg.roofline_model is not None:
         sizes = tensor_sizes(cfg.roofline_model)
-        step.log(f"# lanes-config roofline_rows_only_bytes={rows_only_bytes(sizes)}")
-        step.log(f"# lanes-config roofline_tensor_bytes={sum(sizes.values())}")
+        step.config("roofline_rows_only_bytes", f"{rows_only_bytes(sizes)}")
+        step.config("roofline_tensor_bytes", f"{sum(sizes.values())}")
         # The probe runs just before and just after the bench: a shared host's bandwidth moves within
         # seconds (measured on a zen4 VM: 26 to 42 GB/s), and its capacity is the fastest sample of
         # the window the bench ran in, not of a moment after it.
@@ -583,7 +584,7 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
             if _bench(ctx, step, ROOFLINE_CPU_LANE, bench_command(ctx, cfg.cpu_lane_dir, False, cfg.roofline_model, (pp, 32, 1))) != 0:
                 failures.append("roofline llama-bench on the CPU lane failed")
             if cfg.hbm_bandwidth_gbs > 0:
-                step.log(f"# lanes-config hbm_bandwidth_gbs_override={cfg.hbm_bandwidth_gbs!r}")
+                step.config("hbm_bandwidth_gbs_override", f"{cfg.hbm_bandwidth_gbs!r}")
                 ctx.non_recordable.append(f"--hbm_bandwidth_gbs={cfg.hbm_bandwidth_gbs:g}: bandwidth given, not measured "
                                           "by the runner (bring-up override)")
             else:
@@ -591,7 +592,7 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
                 if problem:
                     failures.append(problem)
         if cfg.peer_lane_dir is not None:
-            step.log(f"# lanes-config peer_backend={cfg.peer_backend}")
+            step.config("peer_backend", f"{cfg.peer_backend}")
             if _bench(ctx, step, PEER_LANE, bench_command(ctx, cfg.peer_lane_dir, True)) != 0:
                 failures.append(f"llama-bench on the {cfg.peer_backend} peer lane failed")
             if cfg.roofline_model is not None and _bench(
@@ -610,3 +611,40 @@ def run_speed(ctx: RunContext, step: Step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     return evaluate(pathlib.Path(logs_dir))[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    speed_floor_tg: float = option(0.0, "Token-generation floor, tokens/s.")
+    speed_floor_pp: float = option(0.0, "Prompt-processing floor, tokens/s.")
+    # llama-bench sizes; 0 = per-backend default (CPU: -p 64 -n 32 -r 2; accelerators: -p 512 -n 128 -r 3).
+    bench_pp: int = option(0, "llama-bench -p (0: 64 CPU, 512 accelerators).")
+    bench_tg: int = option(0, "llama-bench -n (0: 32 CPU, 128 accelerators).")
+    bench_reps: int = option(0, "llama-bench -r (0: 2 CPU, 3 accelerators).")
+    # A model large enough to be memory-bandwidth bound: tg on it vs the measured bandwidth.
+    roofline_model: pathlib.Path | None = option(
+        None, "GGUF large enough to be memory-bandwidth bound; speed reports tg's fraction of --hbm_bandwidth_gbs on it.",
+        path=True)
+    hbm_bandwidth_gbs: float = option(0.0, "Bring-up override (non-recordable) of the device memory bandwidth, GB/s, "
+                                      "that the speed step otherwise measures itself (tools/runner/cuda/membw.cu).")
+    # Accelerator lanes vs the CPU lane on the same host in the same run (why these values: above).
+    min_speedup_roofline_pp: float = option(2.0, "Accelerator lanes: min pp speed-up over the CPU lane on --roofline_model "
+                                            "on this host (policy speed.roofline_speedup_pp raises it; lower = non-recordable).")
+    min_speedup_roofline_tg: float = option(4.0, "Accelerator lanes: min tg speed-up over the CPU lane on --roofline_model "
+                                            "(policy speed.roofline_speedup_tg raises it; lower = non-recordable).")
+    # Another accelerator lane on this host (e.g. CUDA beside Vulkan): benched in the same speed
+    # step for a side-by-side figure. Informational: no floor is applied to the ratio.
+    peer_lane_dir: pathlib.Path | None = option(None, "Accelerator lanes: another accelerator lane on this host (e.g. the CUDA "
+                                                "lane when certifying Vulkan), benched side by side in the speed step "
+                                                "(informational).", path=True)
+    peer_backend: str = option("", "--peer_lane_dir's backend (cuda, vulkan, ...).")
+    # An upstream-default build of the same tree on this host (//lanes:<alias>_upstream): benched in
+    # the speed step for the lane/upstream ratio, which a policy speed floor may bound
+    # (speed.upstream_ratio_pp / speed.upstream_ratio_tg).
+    upstream_dir: pathlib.Path | None = option(None, "An upstream-default build of the same tree on this host "
+                                               "(bin/llama-bench; //lanes:<alias>_upstream): the speed step reports the "
+                                               "lane/upstream ratio.", path=True)
+
+
+CHECK = Check(name="speed", run=run_speed, recompute=recompute, problems=problems,
+              figures=("pp_tokens_per_s", "tg_tokens_per_s", "speedup_tg", "tg_roofline_fraction"), options=Options)

@@ -36,14 +36,13 @@ Tolerances (per op; an element passes when |lane - ref| <= PRINT_ROUNDING + atol
     are <= 1e-3, 50x below; a shift of 0.5 in any sum fails (a test shows it).
 
 recompute(logs_dir, model=None) re-derives every count and metric from op_oracle.log and the model
-file: the log names the model (`# lanes-config model=<path> sha256=<hex>`); pass `model` when the
+file: the log names the model (its configuration's model=<path> and sha256=<hex>); pass `model` when the
 file lives elsewhere (its sha256 must match the logged one).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -54,8 +53,10 @@ import shlex
 import numpy as np
 
 from proto import runner_report_pb2 as rpb
+from tools.core.digest import sha256_file
 from tools.model import reference_forward as rf
-from tools.runner import exits
+from tools.runner import exits, log_blocks
+from tools.runner.checks.base import Check
 
 CR = rpb.CheckResult
 
@@ -89,7 +90,6 @@ _ROW = re.compile(r"^\s*\[(?P<vals>[^\[\]]*\S[^\[\]]*)\],?\s*$")
 _SUM = re.compile(r"^\s*sum = (?P<v>\S+)\s*$")
 _N_TOKENS = re.compile(r"number of input tokens = (\d+)\s*$")
 _TOKEN = re.compile(r"^(?:[\d.]+ I)?\s+(-?\d+)\s*$")
-_EXIT = re.compile(r"^# exit (-?\d+)\b")
 _CONFIG = re.compile(r"^# lanes-config (.*)$")
 
 
@@ -174,7 +174,7 @@ def parse_runs(text: str) -> list[Run]:
             continue
         if run is None:
             continue
-        m = _EXIT.match(line)
+        m = log_blocks.EXIT_LINE.match(line)
         if m:
             run.exit_code = int(m.group(1))
             node = None
@@ -384,14 +384,6 @@ def _tolerance_config(config: dict[str, str]) -> dict[str, tuple[float, float]]:
     return tolerances
 
 
-def _sha256(path: pathlib.Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 # Where an auditor on another machine keeps models: files (os.pathsep-separated) tried by sha256 when
 # the path a log names does not exist there (e.g. the embedded model in another Bazel output base).
 MODELS_ENV = "LANES_AUDIT_MODELS"
@@ -400,22 +392,30 @@ MODELS_ENV = "LANES_AUDIT_MODELS"
 def _model_by_digest(sha256: str) -> pathlib.Path | None:
     for entry in os.environ.get(MODELS_ENV, "").split(os.pathsep):
         candidate = pathlib.Path(entry) if entry else None
-        if candidate is not None and candidate.is_file() and _sha256(candidate) == sha256:
+        if candidate is not None and candidate.is_file() and sha256_file(candidate) == sha256:
             return candidate
     return None
 
 
-def evaluate_log(text: str, model_path: pathlib.Path | None = None
+def step_config(logs_dir: pathlib.Path, text: str) -> dict[str, str]:
+    """The step's configuration file; for older runs, the config lines the runner wrote in its log."""
+    if log_blocks.config_path(logs_dir, STEP).is_file():
+        return log_blocks.step_config(logs_dir, STEP)
+    return parse_config(log_blocks.runner_lines(text))
+
+
+def evaluate_log(text: str, model_path: pathlib.Path | None = None, config: dict[str, str] | None = None
                  ) -> tuple[dict[str, int], dict[str, float], list[NodeResult], dict[str, str]]:
-    """Counts, metrics, per-node results and the logged configuration of one op_oracle.log."""
-    config = parse_config(text)
+    """Counts, metrics, per-node results and the configuration of one op_oracle.log (config: the
+    step's; default: the config lines the runner wrote in the log, as older runs have them)."""
+    config = parse_config(log_blocks.runner_lines(text)) if config is None else config
     path = model_path or (pathlib.Path(config["model"]) if config.get("model") else None)
     if (path is None or not path.is_file()) and config.get("sha256"):
         path = _model_by_digest(config["sha256"]) or path
     if path is None or not path.is_file():
         raise FileNotFoundError(f"model file {path} not found; pass the model the log names "
                                 f"(sha256 {config.get('sha256', '?')})")
-    if config.get("sha256") and _sha256(path) != config["sha256"]:
+    if config.get("sha256") and sha256_file(path) != config["sha256"]:
         raise ValueError(f"{path}: sha256 differs from the logged {config['sha256']}")
     tolerances = _tolerance_config(config)
     graph_ops = [o for o in config.get("graph_ops", "").split(",") if o]
@@ -476,9 +476,10 @@ def recompute(logs_dir: pathlib.Path, model: pathlib.Path | None = None) -> tupl
     auditor checks a run on another machine.
     """
     text = (pathlib.Path(logs_dir) / f"{STEP}.log").read_text(encoding="utf-8", errors="replace")
-    if "# lanes-config oracle=not_applicable" in text:
+    config = step_config(pathlib.Path(logs_dir), text)
+    if config.get("oracle") == "not_applicable":
         return {}, {}
-    counts, metrics, _, _ = evaluate_log(text, model)
+    counts, metrics, _, _ = evaluate_log(text, model, config)
     return counts, metrics
 
 
@@ -563,24 +564,25 @@ def eval_command(bin_path: pathlib.Path, model: pathlib.Path, prompt: str, threa
             "-ctk", "f32", "-ctv", "f32", "--seed", str(seed)]
 
 
-def run_op_oracle(ctx, step) -> tuple[int, str]:
+def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg = ctx.config
     if ctx.lane.is_accelerator:
         # Accelerators are checked op by op by fixture parity against the CPU backend and model-level
         # against the CPU lane; this oracle certifies the CPU lane itself.
         step.result.required = False
-        step.log("# lanes-config oracle=not_applicable")
+        step.config("oracle", "not_applicable")
         return CR.SKIPPED, "not required: the float64 per-op oracle certifies the CPU lane (accelerators: fixture parity)"
     graph_ops = tuple(ctx.lane.fixture_ops)
     required = required_ops(cfg.spec, ctx.lane.lane_id, graph_ops)
     if not graph_ops:
         return CR.FAIL, "the lane spec lists no llama-graph ops (fixture_ops) to check"
-    step.log(f"# lanes-config model={cfg.model} sha256={_sha256(cfg.model)}")
-    step.log(f"# lanes-config graph_ops={','.join(graph_ops)}")
-    step.log(f"# lanes-config required_ops={','.join(required)}")
-    step.log(f"# lanes-config absent_ops={','.join(absent_ops(cfg.spec, ctx.lane.lane_id))}")
+    step.config("model", f"{cfg.model}")
+    step.config("sha256", sha256_file(cfg.model))
+    step.config("graph_ops", f"{','.join(graph_ops)}")
+    step.config("required_ops", f"{','.join(required)}")
+    step.config("absent_ops", f"{','.join(absent_ops(cfg.spec, ctx.lane.lane_id))}")
     for op, (atol, rtol) in sorted(TOLERANCES.items()):
-        step.log(f"# lanes-config tol.{op}={atol!r},{rtol!r}")
+        step.config(f"tol.{op}", f"{atol!r},{rtol!r}")
     threads = min(cfg.threads, 4)  # fixed, small: the tiny model needs no more
     codes: list[int] = []
     crashes: list[str] = []
@@ -605,14 +607,14 @@ def run_op_oracle(ctx, step) -> tuple[int, str]:
         # comparison of a cut-off output would report; the figures of what it printed still stand,
         # so that the audit re-derives the same ones.
         try:
-            counts, metrics, _, _ = evaluate_log(text, cfg.model)
+            counts, metrics, _, _ = evaluate_log(text, cfg.model, step_config(step.log_path.parent, text))
             step.result.counts.update({k: int(v) for k, v in counts.items()})
             step.result.metrics.update({k: float(v) for k, v in metrics.items()})
         except (OracleLogError, ValueError, FileNotFoundError):
             pass
         return CR.FAIL, "the lane crashed: " + "; ".join(crashes)
     try:
-        counts, metrics, results, config = evaluate_log(text, cfg.model)
+        counts, metrics, results, config = evaluate_log(text, cfg.model, step_config(step.log_path.parent, text))
     except (OracleLogError, ValueError, FileNotFoundError) as err:
         return CR.FAIL, f"{type(err).__name__}: {err}"
     for r in results:
@@ -637,11 +639,15 @@ def run_op_oracle(ctx, step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path, model: pathlib.Path | None = None) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     text = (pathlib.Path(logs_dir) / f"{STEP}.log").read_text(encoding="utf-8", errors="replace")
-    if "# lanes-config oracle=not_applicable" in text:
+    config = step_config(pathlib.Path(logs_dir), text)
+    if config.get("oracle") == "not_applicable":
         return []
     crashes = [f"{EVAL_BIN} exited {exits.describe(r.exit_code)}" for r in parse_runs(text)
                if r.exit_code is not None and exits.crashed(r.exit_code)]
     if crashes:
         return ["the lane crashed: " + "; ".join(crashes)]
-    counts, metrics, _, config = evaluate_log(text, model)
+    counts, metrics, _, config = evaluate_log(text, model, config)
     return judge(counts, metrics, config)
+
+
+CHECK = Check(name="op_oracle", run=run_op_oracle, recompute=recompute, problems=problems)

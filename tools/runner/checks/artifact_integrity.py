@@ -9,6 +9,7 @@ import re
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
 from tools.runner import exits, log_blocks
+from tools.runner.checks.base import Check
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -87,3 +88,6 @@ def run_artifact_integrity(ctx: RunContext, step: Step, report: rpb.RunnerReport
     if problems:
         return CR.FAIL, "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")
     return CR.PASS, f"{len(ev.artifacts)} artifacts match the evidence; commit {ev.upstream.commit[:7]}, patch stack {ev.patch_stack_digest}"
+
+
+CHECK = Check(name="artifact_integrity", run=run_artifact_integrity, recompute=recompute)

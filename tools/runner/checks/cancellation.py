@@ -12,13 +12,14 @@
 (c) SIGINT to llama-completion mid-generation: it must exit 130 (tools/completion/completion.cpp:
     `_exit(130)` in the SIGINT handler when not interactive) within sigint_exit_bound_s, and a new
     run must succeed.
-Every figure is recomputed by recompute() from cancellation.log (its `# lanes-config` lines and the
+Every figure is recomputed by recompute() from cancellation.log (its configuration file and the
 exit statuses the runner observed), cancellation.server.log, cancellation.stream.txt (the raw SSE
 bytes the client read) and cancellation.sigint.log.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import re
 import signal
@@ -26,7 +27,8 @@ import subprocess
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import exits
+from tools.runner import exits, log_blocks
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.llama_server import SERVER_SIGINT_EXIT, LlamaServer, ServerError, parse_server_log
 from tools.runner.steps import Step
@@ -43,17 +45,15 @@ LONG_PREDICT = 3000
 CHUNKS_BEFORE_ABORT = 4
 COMPLETION_SIGINT_EXIT = 130
 
-_CONFIG = re.compile(r"^# lanes-config (?P<key>[A-Za-z0-9_.]+)=(?P<value>.*)$", re.MULTILINE)
 _SERVER_SIGINT = re.compile(r"^# llama-server SIGINT: exit (?P<code>-?\d+) after (?P<s>[0-9.]+)s", re.MULTILINE)
 _SERVER_KILLED = re.compile(r"^# llama-server SIGINT: still running", re.MULTILINE)
 _COMPLETION_SIGINT = re.compile(r"^# SIGINT: exit (?P<code>-?\d+) after (?P<s>[0-9.]+)s", re.MULTILINE)
-_RUN_EXIT = re.compile(r"^# exit (?P<code>-?\d+) after", re.MULTILINE)
 
 
 def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str]]:
     logs_dir = pathlib.Path(logs_dir)
     log = (logs_dir / f"{STEP}.log").read_text(errors="replace")
-    conf = {m["key"]: float(m["value"]) for m in _CONFIG.finditer(log)}
+    conf = {k: float(v) for k, v in log_blocks.step_config(logs_dir, STEP).items()}
     bound, n_predict = conf["cancel_bound_s"], int(conf["stream_n_predict"])
     c: dict[str, int] = {"stream_n_predict": n_predict}
     m: dict[str, float] = {"cancel_bound_s": bound, "sigint_exit_bound_s": conf["sigint_exit_bound_s"]}
@@ -124,7 +124,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
             problems.append(f"llama-completion exited {exits.describe(cm['code'])} after SIGINT (expected {COMPLETION_SIGINT_EXIT})")
         if not m["sigint_exit_seconds"] <= m["sigint_exit_bound_s"]:
             problems.append(f"llama-completion took {m['sigint_exit_seconds']:.3f}s to exit after SIGINT")
-        after = [int(x["code"]) for x in _RUN_EXIT.finditer(log[cm.end():])]
+        after = [int(x["code"]) for x in log_blocks.EXIT_LINE.finditer(log[cm.end():])]
         if not after or after[-1] != 0:
             problems.append(f"the run after SIGINT exited {after[-1] if after else 'never'}")
     return c, m, problems
@@ -189,11 +189,11 @@ def sigint_generation(ctx: RunContext, step: Step) -> list[str]:
     return []
 
 
-def run_cancellation(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_cancellation(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg = ctx.config
-    step.log(f"# lanes-config cancel_bound_s={cfg.cancel_bound_s!r}")
-    step.log(f"# lanes-config stream_n_predict={STREAM_PREDICT}")
-    step.log(f"# lanes-config sigint_exit_bound_s={cfg.sigint_exit_bound_s!r}")
+    step.config("cancel_bound_s", f"{cfg.cancel_bound_s!r}")
+    step.config("stream_n_predict", f"{STREAM_PREDICT}")
+    step.config("sigint_exit_bound_s", f"{cfg.sigint_exit_bound_s!r}")
     try:
         problems = abort_stream(ctx, step)
     except (ServerError, OSError, ValueError) as err:
@@ -214,3 +214,15 @@ def run_cancellation(ctx: RunContext, step: Step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     return evaluate(logs_dir)[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    sigint_exit_bound_s: float = option(10.0)
+    # A dropped stream's slot must be released (server log) within this bound, and the next
+    # request served within it; written into the step's configuration.
+    cancel_bound_s: float = option(5.0)
+
+
+CHECK = Check(name="cancellation", run=run_cancellation, recompute=recompute, problems=problems,
+              figures=("recovery_seconds", "sigint_exit_seconds"), options=Options)

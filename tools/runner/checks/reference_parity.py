@@ -12,15 +12,16 @@ TIE_MARGIN): where nothing has a clear top-1, top-1 agreement proves nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pathlib
-import re
 
 import numpy as np
 
 from proto import runner_report_pb2 as rpb
 from tools.model import reference_forward
-from tools.runner import exits
+from tools.runner import exits, log_blocks
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -30,7 +31,6 @@ STEP = "reference_parity"
 LOGITS_FILE = f"{STEP}.logits.npz"
 TIE_MARGIN = 0.1  # nats between the reference's top-1 and top-2 for a position to count as decisive
 
-_CONFIG = re.compile(r"^# lanes-config (?P<key>[A-Za-z0-9_.]+)=(?P<value>.*)$", re.MULTILINE)
 
 
 def logits_command(ctx: RunContext, bin_path: pathlib.Path, out: pathlib.Path, offload: bool,
@@ -45,7 +45,7 @@ def logits_command(ctx: RunContext, bin_path: pathlib.Path, out: pathlib.Path, o
 
 
 def tolerances(ctx: RunContext) -> dict[str, float]:
-    """This lane's tolerances, as written into the log (`# lanes-config <key>=<value>`)."""
+    """This lane's tolerances, as given to the step (its configuration file)."""
     cfg = ctx.config
     delta, kl = ((cfg.parity_max_abs_delta, cfg.parity_max_mean_kl) if ctx.lane.is_accelerator
                  else (cfg.reference_max_abs_delta, cfg.reference_max_mean_kl))
@@ -122,14 +122,13 @@ def save_logits(path: pathlib.Path, tokens: np.ndarray, lane: np.ndarray, refere
         np.savez_compressed(f, tokens=np.asarray(tokens), lane=np.asarray(lane), reference=np.asarray(reference))
 
 
-def read_tolerances(text: str) -> dict[str, float]:
-    return {m.group("key"): float(m.group("value")) for m in _CONFIG.finditer(text)
-            if m.group("key").startswith(("tol_", "tie_margin"))}
+def read_tolerances(config: dict[str, str]) -> dict[str, float]:
+    return {k: float(v) for k, v in config.items() if k.startswith(("tol_", "tie_margin"))}
 
 
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
     logs_dir = pathlib.Path(logs_dir)
-    tol = read_tolerances((logs_dir / f"{STEP}.log").read_text(encoding="utf-8", errors="replace"))
+    tol = read_tolerances(log_blocks.step_config(logs_dir, STEP))
     with np.load(logs_dir / LOGITS_FILE, allow_pickle=False) as z:
         counts, metrics = compare(z["reference"], z["lane"], tol.get("tie_margin", TIE_MARGIN))
     metrics.update(tol)
@@ -142,11 +141,11 @@ def _read(res, path: pathlib.Path):
     return reference_forward.read_logits_file(path)
 
 
-def run_reference_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_reference_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg = ctx.config
     tol = tolerances(ctx)
     for key, value in tol.items():
-        step.log(f"# lanes-config {key}={value!r}")
+        step.config(f"{key}", f"{value!r}")
     got_path = ctx.scratch_dir / "lane.logits"
     # Against the float64 reference: flash attention off and an F32 KV cache, since either would
     # round K/V to F16 and hide real errors under a loose tolerance.
@@ -190,6 +189,24 @@ def run_reference_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     logs_dir = pathlib.Path(logs_dir)
-    tol = read_tolerances((logs_dir / f"{STEP}.log").read_text(encoding="utf-8", errors="replace"))
+    tol = read_tolerances(log_blocks.step_config(logs_dir, STEP))
     counts, metrics = recompute(logs_dir)
     return judge(counts, metrics, tol)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    # Model-level parity tolerances (defaults measured on the tiny F32 model, see README.md).
+    parity_max_abs_delta: float = option(0.05, "reference_parity: max |delta logit|.")
+    parity_max_mean_kl: float = option(1e-4, "reference_parity: max mean KL (nats).")
+    # On positions whose reference top-1 margin is decisive.
+    parity_min_top1: float = option(1.0, "reference_parity: min top-1 agreement on decisive positions.")
+    # A comparison where few positions have a clear top-1 (margin > 0.1 nats) proves little.
+    parity_min_decisive_fraction: float = option(0.5)
+    # CPU lane vs the float64 NumPy reference, flash attention off (measured 1.2e-5 / 9e-13 on F32).
+    reference_max_abs_delta: float = option(1e-3)
+    reference_max_mean_kl: float = option(1e-8)
+
+
+CHECK = Check(name="reference_parity", run=run_reference_parity, recompute=recompute, problems=problems,
+              figures=("max_abs_delta_logit", "mean_kl", "top1_agreement"), options=Options)

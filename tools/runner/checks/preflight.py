@@ -7,6 +7,7 @@ FAIL = the lane or its inputs are broken (missing binary, corrupt model, unreada
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 import platform
@@ -16,7 +17,8 @@ import time
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
-from tools.runner import exits, log_blocks, model_file, run_lock
+from tools.runner import backends, exits, log_blocks, model_file, run_lock
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -131,7 +133,7 @@ def detect_cpu_variant(ctx: RunContext, step: Step) -> str:
     if variant not in ctx.lane.cpu_variants:
         raise Failed(f"ggml loaded CPU variant {variant!r}, which the lane spec does not list "
                      f"({', '.join(ctx.lane.cpu_variants)})")
-    step.log(f"# lanes-config cpu_variant={variant}")
+    step.config("cpu_variant", f"{variant}")
     return variant
 
 
@@ -159,8 +161,7 @@ def parse_cuda_version(nvidia_smi_header: str) -> str:
     return m.group(1) if m else ""
 
 
-NVIDIA_QUERY = ["nvidia-smi", "--query-gpu=name,compute_cap,driver_version,memory.total,memory.used",
-                "--format=csv,noheader"]
+NVIDIA_QUERY = backends.NVIDIA_QUERY
 
 
 def gpu_memory_used_mib(step: Step, index: int) -> float:
@@ -206,7 +207,7 @@ def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
     toolkit = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "version.json"
     if toolkit.is_file():
         step.log(f"{toolkit}:\n{toolkit.read_text(errors='replace').rstrip()}")
-    step.log(f"# lanes-config gpu_index={ctx.config.gpu_index}")
+    step.config("gpu_index", f"{ctx.config.gpu_index}")
     runtime = f"CUDA {parse_cuda_version(header)} (driver API); " + ", ".join(
         os.path.basename(v) for k, v in sorted(loaded.items()))
     dc = rpb.DeviceClass(
@@ -214,7 +215,6 @@ def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
         compute_capability=gpu["compute_cap"], driver_version=gpu["driver_version"],
         driver_major=gpu["driver_version"].split(".")[0], runtime_version=runtime,
     )
-    ctx.memory_before_mib = parse_mib(gpu["memory_used"])
     step.result.metrics["gpu_count"] = len(rows)
     step.result.metrics["memory_total_mib"] = parse_mib(gpu["memory_total"])
     return dc
@@ -237,7 +237,7 @@ def check_rocm(ctx: RunContext, step: Step) -> rpb.DeviceClass:
                            device_name=agents[0], compute_capability=agents[0])
 
 
-VULKAN_PROBE = pathlib.Path(__file__).resolve().with_name("vulkan_probe.py")
+VULKAN_PROBE = pathlib.Path(__file__).resolve().parents[1] / "vulkan_probe.py"
 # PCI vendor ids the probe prints (VkPhysicalDeviceProperties.vendorID).
 _VULKAN_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD", "0x8086": "Intel", "0x13b5": "ARM", "0x5143": "Qualcomm",
                    "0x106b": "Apple", "0x10005": "Mesa"}
@@ -307,9 +307,9 @@ def check_vulkan(ctx: RunContext, step: Step) -> rpb.DeviceClass:
                                   f"(driver {device.get('driverName')}): a diagnostic run, never recordable")
     # ggml-vulkan uses exactly this device (it would skip a CPU-type one unless named here).
     os.environ["GGML_VK_VISIBLE_DEVICES"] = str(index)
-    step.log(f"# lanes-config gpu_index={cfg.gpu_index}")
-    step.log(f"# lanes-config vulkan_device_index={index}")
-    step.log(f"# lanes-config allow_software_icd={cfg.allow_software_icd}")
+    step.config("gpu_index", f"{cfg.gpu_index}")
+    step.config("vulkan_device_index", f"{index}")
+    step.config("allow_software_icd", f"{cfg.allow_software_icd}")
     step.log(f"python {platform.python_version()}; LD_LIBRARY_PATH={os.environ.get('LD_LIBRARY_PATH', '')}; "
              f"GGML_VK_VISIBLE_DEVICES={index}")
     step.result.metrics["vulkan_device_count"] = len(devices)
@@ -317,12 +317,6 @@ def check_vulkan(ctx: RunContext, step: Step) -> rpb.DeviceClass:
     if not lib.is_file():
         raise Failed(f"missing artifact {lib}: not a Vulkan lane build")
     dc = vulkan_device_class(device, ctx.lane)
-    # On NVIDIA hardware the driver's own tool gives the device memory baseline cleanup compares with.
-    if dc.vendor == "NVIDIA" and shutil.which("nvidia-smi"):
-        rows = parse_nvidia_smi_query(_tool_output(step, NVIDIA_QUERY))
-        match = [r for r in rows if r["name"] == dc.device_name] or rows
-        if match:
-            ctx.memory_before_mib = parse_mib(match[0]["memory_used"])
     return dc
 
 
@@ -420,7 +414,8 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     text = log_blocks.read(logs_dir / "preflight.log")
     counts: dict[str, int] = {}
     metrics: dict[str, float] = {}
-    gpu_index = int(log_blocks.config_values(text).get("gpu_index", "0"))
+    config = log_blocks.step_config(logs_dir, "preflight")
+    gpu_index = int(config.get("gpu_index", "0"))
     queries = [c for c in log_blocks.commands(text) if c.argv == NVIDIA_QUERY and c.exit_code == 0]
     reap_measured = re.search(r"^leftover: GPU \d+ memory used", text, re.MULTILINE)
     if reap_measured and queries:
@@ -428,7 +423,7 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     if re.search(r"^leftover: previous run ", text, re.MULTILINE):
         counts["leftover_processes_killed"] = len(re.findall(r"^leftover: killed pid \d+ ", text, re.MULTILINE))
     probes = [c for c in log_blocks.commands(text) if c.argv[-1:] and c.argv[-1].endswith("vulkan_probe.py") and c.exit_code == 0]
-    if probes and "lanes-config vulkan_device_index=" in text:  # check_vulkan got as far as its figures
+    if probes and "vulkan_device_index" in config:  # check_vulkan got as far as its figures
         metrics["vulkan_device_count"] = len(parse_vulkaninfo_summary(probes[-1].output))
     if "runtime libraries resolved for" in text and queries:  # check_cuda got as far as its figures
         rows = parse_nvidia_smi_query(queries[-1].output)
@@ -451,7 +446,7 @@ def check_binaries(lane_dir, targets) -> list[str]:
     return problems
 
 
-def run_preflight(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg, lane = ctx.config, ctx.lane
     try:
         # Leftovers of a killed run first: nothing of this run may start before the lock is ours.
@@ -461,7 +456,7 @@ def run_preflight(ctx: RunContext, step: Step) -> tuple[int, str]:
         dc = check_cpu(ctx, step)
         if lane.is_accelerator:
             isa = list(dc.isa_features)
-            dc = BACKEND_CHECKS[lane.backend](ctx, step)
+            dc = BACKEND_CHECKS[backends.get(lane.backend).device_probe](ctx, step)
             dc.isa_features.extend(isa)
         ctx.device.CopyFrom(dc)
         step.log(f"device class: {dc}".replace("\n", " "))
@@ -499,3 +494,11 @@ def run_preflight(ctx: RunContext, step: Step) -> tuple[int, str]:
     reaped = step.result.counts.get("leftover_processes_killed")
     note = f"; cleaned up a killed earlier run ({reaped} leftover process(es) killed, see preflight.log)" if reaped else ""
     return CR.PASS, f"{ctx.device.backend} {ctx.device.device_name} ({ctx.device.compute_capability}){note}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    allow_software_icd: bool = option(False, "Vulkan: accept llvmpipe/lavapipe/SwiftShader (diagnostic, non-recordable).")
+
+
+CHECK = Check(name="preflight", run=run_preflight, recompute=recompute, options=Options)

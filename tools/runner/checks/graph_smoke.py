@@ -8,11 +8,13 @@ fails: "failed to create llama_context"), so quantized V types run with -fa on; 
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import re
 
 from proto import runner_report_pb2 as rpb
 from tools.runner import exits, log_blocks
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -83,7 +85,7 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return counts, metrics
 
 
-def run_graph_smoke(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_graph_smoke(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     problems, figures = [], []
     if not ctx.lane.log_evidence:
         problems.append(f"the lane spec gives no log_evidence for {ctx.lane.lane_id}")
@@ -120,3 +122,15 @@ def run_graph_smoke(ctx: RunContext, step: Step) -> tuple[int, str]:
     if problems:
         return CR.FAIL, "; ".join(problems)
     return CR.PASS, f"log evidence found; tokens decoded per KV type {', '.join(figures)}"
+
+
+DEFAULT_KV_TYPES = ("f16", "q8_0", "q4_0")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    kv_types: tuple[str, ...] = option(DEFAULT_KV_TYPES, "KV cache types (applied to K and V) for graph_smoke.")
+
+
+CHECK = Check(name="graph_smoke", run=run_graph_smoke, recompute=recompute, figure_prefixes=("tokens_decoded_",),
+              options=Options)

@@ -34,8 +34,8 @@ import pathlib
 import re
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import config as config_lib
-from tools.runner import exits
+from tools.runner import exits, log_blocks
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -65,9 +65,7 @@ _ERR = re.compile(r"\[(?P<op>[A-Z0-9_]+)\] (?P<kind>ERR|NMSE|MAA) = (?P<value>[-
 _SUMMARY = re.compile(r"^\s*(\d+)/(\d+) tests passed\s*$")
 _BACKEND = re.compile(r"^\s*Backend (\S+): (OK|FAIL)\s*$")
 _FA_VEC_FAIL = re.compile(r"^\s*FAIL fa_vec slice:")
-_CONFIG = re.compile(r"^# lanes-config (?P<key>[A-Za-z0-9_.]+)=(?P<value>.*)$")
 _COMMAND = re.compile(r"^\$ \S*test-backend-ops (?P<mode>test|grad)\b")
-_EXIT = re.compile(r"^# exit (-?\d+) after")
 
 
 @dataclasses.dataclass
@@ -245,10 +243,10 @@ def parse_test_backend_ops(text: str, mode: str | None = None) -> OpsSummary:
 
 
 def _mode_of(text: str) -> str:
+    mode = log_blocks.legacy_config(text).get("mode")
+    if mode:
+        return mode.strip()
     for line in text.splitlines():
-        m = _CONFIG.match(line)
-        if m and m.group("key") == "mode":
-            return m.group("value").strip()
         m = _COMMAND.match(line)
         if m:
             return m.group("mode")
@@ -275,27 +273,32 @@ def threshold(mode: str, op: str) -> float:
     return NMSE_THRESHOLDS.get(op, DEFAULT_NMSE_THRESHOLD)
 
 
-def config_lines(cfg: FixtureConfig) -> list[str]:
-    out = [f"# lanes-config mode={cfg.mode}", f"# lanes-config backend={cfg.backend}",
-           f"# lanes-config required_ops={','.join(cfg.required_ops)}"]
-    out += [f"# lanes-config op_coverage.{op}={check}" for op, check in sorted(cfg.op_coverage.items())]
+def config_values(cfg: FixtureConfig) -> dict[str, str]:
+    """The step's configuration (its <step>.config.json)."""
+    out = {"mode": cfg.mode, "backend": cfg.backend, "required_ops": ",".join(cfg.required_ops)}
+    out.update({f"op_coverage.{op}": check for op, check in sorted(cfg.op_coverage.items())})
     kind = "maa_threshold" if cfg.mode == "grad" else "nmse_threshold"
-    out += [f"# lanes-config op.{op}.{kind}={thr!r}" for op, thr in sorted(cfg.thresholds.items())]
+    out.update({f"op.{op}.{kind}": repr(thr) for op, thr in sorted(cfg.thresholds.items())})
     return out
 
 
-def read_config(text: str) -> FixtureConfig:
-    cfg = FixtureConfig(mode=_mode_of(text))
+def config_lines(cfg: FixtureConfig) -> list[str]:
+    """The same configuration in the in-log form of older runs (tests build such logs)."""
+    return log_blocks.legacy_config_lines(config_values(cfg))
+
+
+def read_config(text: str, config: dict[str, str] | None = None) -> FixtureConfig:
+    """The step's configuration (default: the config lines the runner wrote in the log, as older
+    runs have them) and its command's exit status from the log."""
+    config = log_blocks.legacy_config(text) if config is None else config
+    cfg = FixtureConfig(mode=config.get("mode") or _mode_of(text))
     for line in text.splitlines():
-        m = _EXIT.match(line)
+        m = log_blocks.EXIT_LINE.match(line)
         if m:
             cfg.exit_code = int(m.group(1))
             cfg.timed_out = "(timed out" in line
-            continue
-        m = _CONFIG.match(line)
-        if not m:
-            continue
-        key, value = m.group("key"), m.group("value").strip()
+    for key, value in config.items():
+        value = value.strip()
         if key == "backend":
             cfg.backend = value
         elif key == "required_ops":
@@ -310,6 +313,11 @@ def read_config(text: str) -> FixtureConfig:
 # ---- verdict ------------------------------------------------------------------------------------
 
 
+def _check_names() -> tuple[str, ...]:
+    from tools.runner import checks  # the registry imports this module
+    return checks.names()
+
+
 def coverage(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, str], list[str]]:
     """(op -> check that covers it instead, required ops covered by nothing)."""
     elsewhere, uncovered = {}, []
@@ -317,7 +325,7 @@ def coverage(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, str], list[st
         if s.ops.get(op, OpCounts()).evaluated > 0:
             continue
         check = cfg.op_coverage.get(op, "")
-        if check and check != STEP and check in config_lib.CHECKS:
+        if check and check != STEP and check in _check_names():
             elsewhere[op] = check
         else:
             uncovered.append(op)
@@ -417,7 +425,7 @@ def figures(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, int], dict[str
 
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
     text = (pathlib.Path(logs_dir) / f"{STEP}.log").read_text(encoding="utf-8", errors="replace")
-    cfg = read_config(text)
+    cfg = read_config(text, log_blocks.step_config(pathlib.Path(logs_dir), STEP))
     return figures(parse_test_backend_ops(text, cfg.mode), cfg)
 
 
@@ -443,7 +451,7 @@ def required_ops(ctx: RunContext) -> tuple[str, ...]:
     return tuple(ops)
 
 
-def fixture_jobs(cfg: config_lib.RunnerConfig) -> int:
+def fixture_jobs(cfg) -> int:
     if cfg.fixture_jobs < 0:
         raise ValueError(f"--fixture_jobs={cfg.fixture_jobs}: give 0 (automatic) or a positive count")
     return cfg.fixture_jobs or max(1, min(8, (os.cpu_count() or 1) // 2))
@@ -464,7 +472,7 @@ def fixture_command(ctx: RunContext) -> list[str]:
     return argv
 
 
-def run_fixture_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_fixture_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     if ctx.config.fixture_ops:
         ctx.non_recordable.append(f"--fixture_ops={ctx.config.fixture_ops} (bring-up op filter)")
     argv = fixture_command(ctx)
@@ -474,13 +482,13 @@ def run_fixture_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
     cfg = FixtureConfig(mode=mode, backend=ctx.backend0, required_ops=required,
                         op_coverage=dict(ctx.lane.op_coverage),
                         thresholds={op: threshold(mode, op) for op in dict.fromkeys(requested + required)})
-    for line in config_lines(cfg):
-        step.log(line)
+    for key, value in config_values(cfg).items():
+        step.config(key, value)
     res = step.run(argv, ctx.config.timeout_s)
     step.result.exit_code = res.exit_code
     # The figures and the verdict come from the log file, exactly as an auditor re-derives them.
     text = step.log_path.read_text(encoding="utf-8", errors="replace")
-    cfg = read_config(text)
+    cfg = read_config(text, log_blocks.step_config(ctx.logs_dir, STEP))
     s = parse_test_backend_ops(text, cfg.mode)
     for line in per_op_table(s, cfg):
         step.log(line)
@@ -493,6 +501,19 @@ def run_fixture_parity(ctx: RunContext, step: Step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     text = (pathlib.Path(logs_dir) / f"{STEP}.log").read_text(encoding="utf-8", errors="replace")
-    cfg = read_config(text)
+    cfg = read_config(text, log_blocks.step_config(pathlib.Path(logs_dir), STEP))
     status, message = judge(parse_test_backend_ops(text, cfg.mode), cfg)
     return [] if status == CR.PASS else [message]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    fixture_ops: str = option("", "test-backend-ops -o filter (bring-up only, non-recordable).")
+    # test-backend-ops -j (its own worker threads, each with its own backend instance; test mode
+    # only). 0 = half the host's cores, at most 8: Vulkan's per-shape pipeline creation made the
+    # serial run longer than one step timeout on the H200.
+    fixture_jobs: int = option(0, "Accelerator lanes: test-backend-ops -j worker threads (0: half the cores, at most 8).")
+
+
+CHECK = Check(name="fixture_parity", run=run_fixture_parity, recompute=recompute, problems=problems,
+              figures=("ops_tested", "ops_passed", "ops_failed", "ops_not_supported"), options=Options)

@@ -16,7 +16,9 @@ counts and the verdict from the raw ctest log and the manifest alone.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import pathlib
 import shlex
 import shutil
@@ -30,6 +32,8 @@ from proto import ctest_report_pb2 as ctest_pb
 from proto import runner_report_pb2 as rpb
 from tools.ctest import bundle as bundle_lib
 from tools.ctest import ctest_run
+from tools.runner import log_blocks
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step, without_inherited_llama_args
 
@@ -38,8 +42,14 @@ STEP = "upstream_ctest"
 CTEST_LOG = f"{STEP}.ctest.log"
 MANIFEST = f"{STEP}.manifest.json"
 REPORT_PB, REPORT_JSON = f"{STEP}.report.pb", f"{STEP}.report.json"
-NOT_APPLICABLE = f"# lanes-config {STEP}=not_applicable"
-_CONFIG = "# lanes-config "
+_CONFIG = "# lanes-config "  # runs made before the step's configuration file
+
+
+def _config(logs_dir: pathlib.Path, step_log: str) -> tuple[dict[str, str], list[str]]:
+    """The step's configuration file, or for older runs its log's config lines (and conflicts)."""
+    if log_blocks.config_path(logs_dir, STEP).is_file():
+        return log_blocks.step_config(logs_dir, STEP), []
+    return _config_lines(step_log)
 
 
 def _config_lines(text: str) -> tuple[dict[str, str], list[str]]:
@@ -88,7 +98,8 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     """Per-status test counts and times from ctest's raw log and the bundle's manifest; none where
     the suite never ran to an exit status (not applicable, refused bundle, timed out)."""
     step_log = (logs_dir / f"{STEP}.log").read_text(errors="replace")
-    if NOT_APPLICABLE in step_log or "ctest_exit" not in _config_lines(step_log)[0]:
+    config = _config(logs_dir, step_log)[0]
+    if config.get(STEP) == "not_applicable" or "ctest_exit" not in config:
         return {}, {}
     _, manifest, ctest_text = _read_raw(logs_dir)
     return _figures(ctest_run.build_report(manifest, ctest_text, CTEST_LOG))
@@ -98,7 +109,7 @@ def problems(logs_dir: pathlib.Path) -> list[str]:
     """The verdict from the raw files: every test the spec does not exclude ran and passed, ctest
     exited 0, the bundle is the lane's, and the kept CTest report says what the raw log says."""
     step_log, manifest, ctest_text = _read_raw(logs_dir)
-    config, out = _config_lines(step_log)
+    config, out = _config(logs_dir, step_log)
     out += list(ctest_run.build_report(manifest, ctest_text, CTEST_LOG).problems)
     if not config.get("lane") or config.get("lane") != manifest["lane_id"]:
         out.append(f"the bundle is for {manifest['lane_id']!r}, the run for {config.get('lane')!r}")
@@ -135,12 +146,12 @@ def _tracked_launch(step: Step, limit_s: float):
     return launch
 
 
-def run_upstream_ctest(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_upstream_ctest(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg = ctx.config
     if cfg.ctest_bundle is None:
         if not ctx.lane.ctest_in_certification:
             step.result.required = False
-            step.log(NOT_APPLICABLE)
+            step.config(STEP, "not_applicable")
             return CR.SKIPPED, (f"not required: the lane spec runs {ctx.lane.lane_id}'s CTest suite in CI "
                                 f"(//tests:{ctx.lane.alias}_ctest_test), not in certification")
         return CR.FAIL, (f"no --ctest_bundle: the lane spec requires llama.cpp's CTest suite in {ctx.lane.lane_id}'s "
@@ -155,16 +166,16 @@ def run_upstream_ctest(ctx: RunContext, step: Step) -> tuple[int, str]:
                          f"pass bazel-bin/lanes/{ctx.lane.alias}_ctest")
     if problem := _spec_exclusions_problem(manifest, ctx.lane.ctest_excluded):
         return CR.FAIL, f"{bundle}: {problem.replace('<lane>', ctx.lane.alias)}"
-    step.log(f"{_CONFIG}lane={ctx.lane.lane_id}")
-    step.log(f"{_CONFIG}spec_excluded={json.dumps(ctx.lane.ctest_excluded, sort_keys=True)}")
-    step.log(f"{_CONFIG}bundle={bundle}")
-    step.log(f"{_CONFIG}manifest_sha256={ctest_run.sha256_file(bundle / 'manifest.json')}")
+    step.config("lane", f"{ctx.lane.lane_id}")
+    step.config("spec_excluded", f"{json.dumps(ctx.lane.ctest_excluded, sort_keys=True)}")
+    step.config("bundle", f"{bundle}")
+    step.config("manifest_sha256", f"{ctest_run.sha256_file(bundle / 'manifest.json')}")
     for exe in sorted((bundle / "bin").iterdir()):
-        step.log(f"{_CONFIG}test_binary.{exe.name}=sha256:{ctest_run.sha256_file(exe)}")
+        step.config(f"test_binary.{exe.name}", f"sha256:{ctest_run.sha256_file(exe)}")
     shutil.copyfile(bundle / "manifest.json", ctx.logs_dir / MANIFEST)
     opts = ctest_run.Options(
         bundle=bundle, lane_dir=cfg.lane_dir, out=ctx.logs_dir, ctest=cfg.ctest, model=cfg.model,
-        evidence=cfg.evidence, jobs=cfg.resolved_ctest_jobs(), timeout_s=int(cfg.timeout_s),
+        evidence=cfg.evidence, jobs=resolved_ctest_jobs(cfg), timeout_s=int(cfg.timeout_s),
         log_name=CTEST_LOG, report_pb=REPORT_PB, report_json=REPORT_JSON)
     try:
         report = ctest_run.run(opts, launch=_tracked_launch(step, cfg.ctest_timeout_s))
@@ -175,8 +186,8 @@ def run_upstream_ctest(ctx: RunContext, step: Step) -> tuple[int, str]:
         # (a timed-out suite has a log but no report) is simply not there.
         step.extra_logs += [p for p in (ctx.logs_dir / n for n in (CTEST_LOG, MANIFEST, REPORT_PB, REPORT_JSON))
                             if p.is_file()]
-    step.log(f"{_CONFIG}ctest_exit={report.ctest_exit_code}")
-    step.log(f"{_CONFIG}ctest_version={report.ctest_version}")
+    step.config("ctest_exit", f"{report.ctest_exit_code}")
+    step.config("ctest_version", f"{report.ctest_version}")
     step.log(ctest_run.summary_text(report))
     counts, metrics = _figures(report)
     step.result.counts.update(counts)
@@ -189,3 +200,23 @@ def run_upstream_ctest(ctx: RunContext, step: Step) -> tuple[int, str]:
         step.log(ctest_run.failure_text(report))
         return CR.FAIL, f"{summary}; " + "; ".join(found[:5]) + (f" (+{len(found) - 5})" if len(found) > 5 else "")
     return CR.PASS, summary
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    # The lane's CTest bundle (//lanes:<alias>_ctest), the ctest executable, its -j (0: half the
+    # host's cores, at most 8) and a bound on the whole suite, seconds.
+    ctest_bundle: pathlib.Path | None = option(None, "The lane's llama.cpp CTest bundle (bazel-bin/lanes/<alias>_ctest) for the "
+                                               "upstream_ctest step; required where the lane spec runs the suite in certification.",
+                                               path=True)
+    ctest: str = option("ctest", "The ctest executable (CMake >= 3.20) for upstream_ctest.")
+    ctest_jobs: int = option(0, "upstream_ctest: ctest -j (0: half the cores, at most 8).")
+    ctest_timeout_s: float = option(1800.0)
+
+
+def resolved_ctest_jobs(cfg) -> int:
+    return cfg.ctest_jobs if cfg.ctest_jobs > 0 else max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+CHECK = Check(name="upstream_ctest", run=run_upstream_ctest, recompute=recompute, problems=problems,
+              figures=("tests_registered", "tests_passed", "tests_failed", "tests_excluded"), options=Options)

@@ -12,6 +12,7 @@ recompute() derives every figure from cleanup.steps.log and cleanup.log alone.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 import re
@@ -20,15 +21,15 @@ import subprocess
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import log_blocks
+from tools.runner import backends, log_blocks
+from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
 
 STEPS_LOG = "cleanup.steps.log"
-NVIDIA_QUERY = ["nvidia-smi", "--query-gpu=name,compute_cap,driver_version,memory.total,memory.used",
-                "--format=csv,noheader"]
+NVIDIA_QUERY = backends.NVIDIA_QUERY
 # Teardown is not instantaneous: a killed child may take a moment to leave /proc, and the driver
 # to return its memory. Observations are repeated for up to this long before a leftover is declared.
 GRACE_S = 5.0
@@ -69,10 +70,6 @@ def _alive_raw(observed: str) -> bool:
         return True  # an unreadable observation is not proof that the process is gone
 
 
-def live_pids(pids: list[int]) -> list[int]:
-    return [p for p in pids if _alive(_stat(p))]
-
-
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -106,7 +103,7 @@ def _memory_probe(ctx: RunContext, baseline: float | None) -> list[str]:
     lines: list[str] = []
     deadline = time.monotonic() + GRACE_S
     while True:
-        argv = NVIDIA_QUERY
+        argv = backends.memory_probe(ctx.device.vendor) or NVIDIA_QUERY
         lines.append("$ " + " ".join(argv))
         try:
             res = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
@@ -131,8 +128,9 @@ def memory_used_mib(nvidia_smi_output: str, gpu_index: int) -> float | None:
 
 
 def _gpu(ctx: RunContext) -> bool:
-    """Device memory is measured where the driver's own tool can: NVIDIA GPUs (CUDA or Vulkan lanes)."""
-    return ctx.lane.is_accelerator and ctx.device.vendor == "NVIDIA" and shutil.which("nvidia-smi") is not None
+    """Device memory is measured where the driver's own tool can (backends.MEMORY_PROBES, by vendor)."""
+    probe = backends.memory_probe(ctx.device.vendor)
+    return ctx.lane.is_accelerator and probe is not None and shutil.which(probe[0]) is not None
 
 
 def after_step(ctx: RunContext, step_name: str, pids: list[int]) -> None:
@@ -194,7 +192,7 @@ def _sections(text: str) -> dict[str, dict]:
 def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str]]:
     steps_text = log_blocks.read(logs_dir / STEPS_LOG)
     final_text = log_blocks.read(logs_dir / "cleanup.log")
-    cfg = log_blocks.config_values(steps_text)
+    cfg = log_blocks.legacy_config(steps_text)  # the runner writes this file whole, tool output in blocks
     gpu_index = int(cfg.get("gpu_index", "0"))
     tolerance = float(cfg.get("memory_tolerance_mib", "64"))
     counts: dict[str, int] = {}
@@ -259,7 +257,7 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return counts, metrics
 
 
-def run_cleanup(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_cleanup(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     shutil.rmtree(ctx.scratch_dir, ignore_errors=True)
     proc_lines, _ = _observe(ctx, ctx.tracker.pids)
     lines = ["## final (every process the run started)"] + proc_lines
@@ -289,3 +287,12 @@ def run_cleanup(ctx: RunContext, step: Step) -> tuple[int, str]:
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     return evaluate(logs_dir)[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    memory_tolerance_mib: float = option(64.0, "cleanup: allowed GPU memory growth, MiB.")
+
+
+CHECK = Check(name="cleanup", run=run_cleanup, recompute=recompute, problems=problems,
+              figures=("processes_started", "processes_left", "memory_before_mib", "memory_after_mib"), options=Options)

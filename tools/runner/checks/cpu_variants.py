@@ -27,6 +27,7 @@ import numpy as np
 from proto import runner_report_pb2 as rpb
 from tools.runner import cpu_variant_probe as probe
 from tools.runner import exits, log_blocks
+from tools.runner.checks.base import Check
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -34,7 +35,7 @@ CR = rpb.CheckResult
 
 STEP = "cpu_variants"
 BASELINE = "x64"
-PROBE = pathlib.Path(__file__).resolve().parent / "cpu_variant_probe.py"
+PROBE = pathlib.Path(__file__).resolve().parents[1] / "cpu_variant_probe.py"
 # Normalized mean squared error bounds. x64 vs float64 of the dequantized weights: test-backend-ops'
 # MUL_MAT bound (measured 4e-8 for F16 to 6.5e-5 for Q6_K: the activations are quantized to Q8 too).
 # Another variant vs x64: measured 1e-13 (AVX2/AVX-512 kernels) and 4.8e-8 (AMX); one element of
@@ -61,7 +62,6 @@ _VARIANT_FILE = re.compile(r"^libggml-cpu-([A-Za-z0-9_]+)\.so$")
 _SUMMARY = re.compile(r"^variant (\S+) score (\d+) buffer_types (\S+)$", re.MULTILINE)
 _NOT_RUNNABLE = re.compile(r"^variant (\S+) not_runnable: ", re.MULTILINE)
 _CASE = re.compile(r"^case (\S+) (start|computed|unsupported|error)$", re.MULTILINE)
-_NOT_APPLICABLE = "# lanes-config cpu_variants=not_applicable"
 
 
 def variant_names(variant_dir: pathlib.Path) -> list[str]:
@@ -230,7 +230,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
     counts: dict[str, int] = {}
     metrics: dict[str, float] = {}
     problems: list[str] = []
-    shipped = [v for v in log_blocks.runner_config(text).get("variants", "").split(",") if v]
+    shipped = [v for v in log_blocks.step_config(logs_dir, STEP).get("variants", "").split(",") if v]
     commands = log_blocks.commands(text)
     stray = log_blocks.stray_exit_lines(text)
     if stray:
@@ -278,7 +278,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
     counts["variants_shipped"] = len(runs)
     counts["variants_runnable"] = ended.get("ran", 0)
     counts["variants_crashed"] = ended.get("crashed", 0)
-    loaded = log_blocks.config_values(log_blocks.read(logs_dir / "preflight.log")).get("cpu_variant")
+    loaded = log_blocks.step_config(logs_dir, "preflight").get("cpu_variant")
     if not loaded:
         problems.append("preflight logged no cpu_variant: which variant the host loads is unknown")
     elif loaded not in outputs:
@@ -298,7 +298,7 @@ def _table(outputs: dict[str, dict[str, np.ndarray]], counts: dict[str, int]) ->
 
 
 def _not_applicable(logs_dir: pathlib.Path) -> bool:
-    return log_blocks.runner_config(log_blocks.read(pathlib.Path(logs_dir) / f"{STEP}.log")).get("cpu_variants") == "not_applicable"
+    return log_blocks.step_config(pathlib.Path(logs_dir), STEP).get("cpu_variants") == "not_applicable"
 
 
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
@@ -313,16 +313,16 @@ def problems(logs_dir: pathlib.Path) -> list[str]:
     return [] if _not_applicable(logs_dir) else evaluate(logs_dir)[2]
 
 
-def run_cpu_variants(ctx: RunContext, step: Step) -> tuple[int, str]:
+def run_cpu_variants(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     if ctx.lane.is_accelerator or not ctx.lane.cpu_variants:
         step.result.required = False
-        step.log(_NOT_APPLICABLE)
+        step.config("cpu_variants", "not_applicable")
         return CR.SKIPPED, "not required: the lane ships no runtime-selected CPU variants"
     names = variant_names(ctx.config.lane_dir / "bin")
     missing = sorted(set(ctx.lane.cpu_variants) - set(names))
     if missing or BASELINE not in names:
         return CR.FAIL, f"the lane lacks CPU variants its spec lists: {missing or [BASELINE]}"
-    step.log(f"# lanes-config variants={','.join(names)}")
+    step.config("variants", f"{','.join(names)}")
     for stale in ctx.logs_dir.glob(f"{STEP}.*.npz"):  # a reused --out_dir: only this run's outputs count
         stale.unlink()
     codes = {}
@@ -350,3 +350,7 @@ def run_cpu_variants(ctx: RunContext, step: Step) -> tuple[int, str]:
     return CR.PASS, (f"{counts['variants_runnable']} of {counts['variants_shipped']} variants run on this host "
                      f"({', '.join(runnable)}); {evaluated} cases evaluated: x64 within NMSE {MAX_NMSE_REFERENCE:g} "
                      f"of float64 from gguf-py's dequantization, the others within {MAX_NMSE_VARIANT:g} of x64")
+
+
+CHECK = Check(name="cpu_variants", run=run_cpu_variants, recompute=recompute, problems=problems,
+              figures=("variants_shipped", "variants_runnable", "variants_crashed"))
