@@ -31,7 +31,7 @@ BENCHES = sorted(d for d in (EVIDENCE / "bench").iterdir() if d.is_dir()) if (EV
 # The embedded model (--model=PATH under Bazel), for recomputing figures that need it (op_oracle).
 for _arg in sys.argv:
     if _arg.startswith("--model="):
-        from tools.runner import op_oracle
+        from tools.runner.checks import op_oracle
         os.environ[op_oracle.MODELS_ENV] = os.path.abspath(_arg.split("=", 1)[1])
 
 

@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from proto import build_evidence_pb2
 from proto import runner_report_pb2 as rpb
 from tools.certify import records, sample_reports
+from tools.core.digest import sha256_file
 from tools.evidence import run_readme
-from tools.evidence.build_evidence import sha256_file
 from tools.policy import dsse
 from tools.runner import report as report_lib
 

@@ -35,7 +35,7 @@ probe() {  # $1 label, then the probe's arguments
   python3 - "$work" <<'PY'
 import sys, numpy as np
 sys.path.insert(0, "REPO")
-from tools.runner import cpu_variants
+from tools.runner.checks import cpu_variants
 work = sys.argv[1]
 base = dict(np.load(f"{work}/x64.npz"))
 for label in ("sapphirerapids",):

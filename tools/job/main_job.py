@@ -29,7 +29,7 @@ from tools.matrix import matrix_view
 from tools.model import model_store
 from tools.policy import dsse, keys
 from tools.policy import policy as policy_lib
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 from tools.runner import report as report_lib
 from tools.runner import run_lock, runner, speed_floors
 from tools.runner.checks import op_oracle
@@ -328,7 +328,7 @@ def main(opts: JobOptions) -> int:
     says why), 3 a write under evidence/ failed (nothing was published partially)."""
     try:
         return run_job(opts)
-    except (MainJobError, CertifyError, model_store.ModelStoreError, speed_floors.PolicyFloorsError) as err:
+    except (MainJobError, TrustError, model_store.ModelStoreError, speed_floors.PolicyFloorsError) as err:
         print(f"certify: {err}", file=sys.stderr)
         return 2
     except atomic_files.AtomicWriteError as err:

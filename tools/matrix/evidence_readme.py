@@ -28,7 +28,7 @@ from tools.core import atomic_files
 from tools.matrix import certification_status
 from tools.policy import policy as policy_lib
 from tools.policy import timestamps
-from tools.policy.errors import CertifyError
+from tools.policy.errors import TrustError
 
 GENERATOR = "bazel run //tools/matrix:evidence_readme"
 
@@ -80,13 +80,13 @@ def render(evidence_dir: pathlib.Path, as_of: dt.datetime | None = None) -> str:
     for item in certs:
         try:
             verified.append((item, records_lib.verify_record(item.envelope, store, supported)))
-        except (CertifyError, ValueError) as err:
+        except (TrustError, ValueError) as err:
             refused.append(f"`{item.label}`: does not verify: {err}")
     verified_compats = []
     for item in compats:
         try:
             verified_compats.append((item, records_lib.verify_compatibility(item.envelope, store)))
-        except (CertifyError, ValueError) as err:
+        except (TrustError, ValueError) as err:
             refused.append(f"`{item.label}`: does not verify: {err}")
 
     issued = [timestamps.parse_utc(r.issued_at) for _, r in (*verified, *verified_compats)]

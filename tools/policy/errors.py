@@ -143,11 +143,3 @@ class NotUtf8Error(TrustError):
     """A JSON input file is not valid UTF-8."""
 
     code = "not-utf8"
-
-
-def __getattr__(name: str) -> type[TrustError]:
-    # TrustError's former name, for importers outside the trust packages (tools/job) until they use
-    # TrustError; not a module attribute, so the list of error classes names each code once.
-    if name == "CertifyError":
-        return TrustError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

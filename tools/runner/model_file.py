@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
-from tools.evidence.build_evidence import sha256_file
+from tools.core.digest import sha256_file
 
 GGUF_MAGIC = b"GGUF"
 

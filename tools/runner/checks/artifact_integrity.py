@@ -7,6 +7,7 @@ import pathlib
 import re
 
 from proto import runner_report_pb2 as rpb
+from tools.core.digest import sha256_file
 from tools.evidence import build_evidence
 from tools.runner import exits, log_blocks
 from tools.runner.checks.base import Check
@@ -24,7 +25,7 @@ def lane_files(lane_dir: pathlib.Path) -> list[pathlib.Path]:
 
 
 def hash_artifacts(lane_dir: pathlib.Path) -> list[rpb.ArtifactDigest]:
-    return [rpb.ArtifactDigest(path=str(p.relative_to(lane_dir)), sha256=build_evidence.sha256_file(p))
+    return [rpb.ArtifactDigest(path=str(p.relative_to(lane_dir)), sha256=sha256_file(p))
             for p in lane_files(lane_dir)]
 
 

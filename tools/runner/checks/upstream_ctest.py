@@ -30,6 +30,7 @@ from google.protobuf import json_format
 
 from proto import ctest_report_pb2 as ctest_pb
 from proto import runner_report_pb2 as rpb
+from tools.core.digest import sha256_file
 from tools.ctest import bundle as bundle_lib
 from tools.ctest import ctest_run
 from tools.runner import log_blocks
@@ -124,8 +125,8 @@ def problems(logs_dir: pathlib.Path) -> list[str]:
     if kept_pb != report:
         out.append(f"{REPORT_PB} and {REPORT_JSON} are not the same report")
     out += [f"{REPORT_JSON}: {p}" for p in ctest_run.audit(
-        report, ctest_text, ctest_run.sha256_file(logs_dir / CTEST_LOG), manifest,
-        ctest_run.sha256_file(logs_dir / MANIFEST))]
+        report, ctest_text, sha256_file(logs_dir / CTEST_LOG), manifest,
+        sha256_file(logs_dir / MANIFEST))]
     return out
 
 
@@ -169,9 +170,9 @@ def run_upstream_ctest(ctx: RunContext, step: Step, report: rpb.RunnerReport | N
     step.config("lane", f"{ctx.lane.lane_id}")
     step.config("spec_excluded", f"{json.dumps(ctx.lane.ctest_excluded, sort_keys=True)}")
     step.config("bundle", f"{bundle}")
-    step.config("manifest_sha256", f"{ctest_run.sha256_file(bundle / 'manifest.json')}")
+    step.config("manifest_sha256", f"{sha256_file(bundle / 'manifest.json')}")
     for exe in sorted((bundle / "bin").iterdir()):
-        step.config(f"test_binary.{exe.name}", f"sha256:{ctest_run.sha256_file(exe)}")
+        step.config(f"test_binary.{exe.name}", f"sha256:{sha256_file(exe)}")
     shutil.copyfile(bundle / "manifest.json", ctx.logs_dir / MANIFEST)
     opts = ctest_run.Options(
         bundle=bundle, lane_dir=cfg.lane_dir, out=ctx.logs_dir, ctest=cfg.ctest, model=cfg.model,
