@@ -57,11 +57,7 @@ STAGES = ("core", "proto", "evidence", "model", "ctest", "runner", "bench", "aud
 KNOWN_BACK_EDGES: dict[tuple[str, str], str] = {}
 
 # The same, from test code only (checked, and checked for staleness, where test files are scanned).
-KNOWN_TEST_BACK_EDGES: dict[tuple[str, str], str] = {
-    ("audit", "certify"): "tools/audit/synthetic_run.py (testonly) signs its run's record with tools/certify: "
-                          "move the signing into the audit test's caller above certify, or the record into a fixture",
-    ("audit", "policy"): "tools/audit/synthetic_run.py (testonly) uses tools/policy/dsse for that signature: same fix",
-}
+KNOWN_TEST_BACK_EDGES: dict[tuple[str, str], str] = {}
 
 SCANNED_DIRS = ("tools", "proto")
 _MODULE_PATH = re.compile(r"^tools\.([A-Za-z_][A-Za-z0-9_]*)(\.|$)")
@@ -115,7 +111,7 @@ def imported_packages(source: str, filename: str = "<source>") -> list[tuple[str
             module = _dynamic_module(node.args[0])
             modules = [module] if module else []
         elif isinstance(node, (ast.Constant, ast.JoinedStr)):
-            # A module path kept in a table and imported later (tools/audit's CHECK_MODULES).
+            # A module path kept in a table and imported later (a registry of module names).
             module = _dynamic_module(node)
             modules = [module] if module else []
         for module in modules:

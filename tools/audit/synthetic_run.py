@@ -1,6 +1,6 @@
 """A small, complete run directory for tests (testonly): raw logs, a report whose figures come from
-this module's recompute functions (as the runner fills them), build evidence, a signed record and a
-generated README, laid out as evidence/runs/<name>/ and evidence/records/<name>.record.dsse.json.
+this module's recompute functions (as the runner fills them), build evidence, optionally a record
+(signed by the caller's `sign`, so this package stays below certify) and a generated README, laid out as evidence/runs/<name>/ and evidence/records/<name>.record.dsse.json.
 """
 
 from __future__ import annotations
@@ -8,15 +8,12 @@ from __future__ import annotations
 import json
 import pathlib
 import re
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from collections.abc import Callable
 
 from proto import build_evidence_pb2
 from proto import runner_report_pb2 as rpb
-from tools.certify import records, sample_reports
 from tools.core.digest import sha256_file
 from tools.evidence import run_readme
-from tools.policy import dsse
 from tools.runner import report as report_lib
 
 RUN_NAME = "linux-x86_64-cpu.cpu-genuineintel-intel-r-xeon-r-processor-x86-64-v3"
@@ -72,8 +69,21 @@ def write_report_files(run_dir: pathlib.Path, report: rpb.RunnerReport) -> None:
     report_lib.write_report(report, run_dir / "runner_report.pb")
 
 
-def make_run(root: pathlib.Path, *, sign: bool = True, readme: bool = True) -> pathlib.Path:
-    """root/evidence/runs/<RUN_NAME>/ (+ root/evidence/records/ when signed); returns the run dir."""
+# sign(report, report_bytes) -> the record's DSSE envelope as JSON text.
+RecordSigner = Callable[[rpb.RunnerReport, bytes], str]
+
+
+def _base_report() -> rpb.RunnerReport:
+    return rpb.RunnerReport(schema_version=1, lane_id="linux-x86_64-cpu", status=rpb.RunnerReport.PASS,
+                            pass_recordable=True, runner_version="test", build_provenance="bazel")
+
+
+def make_run(root: pathlib.Path, *, base: rpb.RunnerReport | None = None, sign: RecordSigner | None = None,
+             readme: bool = True) -> pathlib.Path:
+    """root/evidence/runs/<RUN_NAME>/ (+ root/evidence/records/ when `sign` is given); returns the run dir.
+
+    `base` is the report the run's checks are added to (a signer needs its device class, model, ...).
+    """
     run_dir = root / "evidence" / "runs" / RUN_NAME
     logs = run_dir / "logs"
     logs.mkdir(parents=True)
@@ -86,7 +96,8 @@ def make_run(root: pathlib.Path, *, sign: bool = True, readme: bool = True) -> p
     ev = build_evidence_pb2.BuildEvidence(schema_version=1, lane_id="linux-x86_64-cpu")
     (run_dir / "build_evidence.pb").write_bytes(ev.SerializeToString(deterministic=True))
 
-    report = sample_reports.make_report("linux-x86_64-cpu")
+    report = rpb.RunnerReport()
+    report.CopyFrom(base if base is not None else _base_report())
     del report.checks[:]
     report.build_evidence_digest = "sha256:" + sha256_file(run_dir / "build_evidence.pb")
     report.started_unix, report.finished_unix = 1795992058.0, 1795992287.0
@@ -103,13 +114,11 @@ def make_run(root: pathlib.Path, *, sign: bool = True, readme: bool = True) -> p
                       message="skipped with --skip=cancellation (bring-up only)")
     write_report_files(run_dir, report)
 
-    if sign:
-        key = Ed25519PrivateKey.generate()
-        report_bytes = (run_dir / "runner_report.pb").read_bytes()
-        record = records.record_from_report(report, report_bytes, dsse.keyid_for(key), sample_reports.NOW, 90, "test-policy")
+    if sign is not None:
         records_dir = root / "evidence" / "records"
         records_dir.mkdir(parents=True, exist_ok=True)
-        (records_dir / f"{RUN_NAME}.record.dsse.json").write_text(dsse.envelope_to_json(records.sign_record(record, key)))
+        envelope = sign(report, (run_dir / "runner_report.pb").read_bytes())
+        (records_dir / f"{RUN_NAME}.record.dsse.json").write_text(envelope)
     if readme:
         run_readme.write_readme(run_dir)
     return run_dir
