@@ -27,7 +27,9 @@ since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1
 executed() { cat "$LANES_FARM_DIR"/*-worker.log 2>/dev/null | grep -c ' executed ' || true; }
 
 cleanup() {
-  bash tools/farm/farm.sh stop --purge >/dev/null 2>&1 || true
+  # LANES_FARM_TEST_KEEP_FARM=1 (.ci/run): the engine and its action cache stay up for the caller,
+  # which stops them; the two output bases go either way.
+  [ "${LANES_FARM_TEST_KEEP_FARM:-0}" = 1 ] || bash tools/farm/farm.sh stop --purge >/dev/null 2>&1 || true
   for ob in "$OB1" "$OB2"; do
     [ -d "$ob" ] && bazel --output_base="$ob" shutdown >/dev/null 2>&1 || true
   done
