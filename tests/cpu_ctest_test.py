@@ -1,7 +1,7 @@
 """The CPU lane's llama.cpp CTest suite (issue 14): the gate in `bazel test //...`.
 
 //lanes:cpu_ctest_report ran upstream's own tests (tests/CMakeLists.txt of the pinned, patched
-tree, built from the lane's configuration by //lanes:cpu_ctest_build) against the lane's own
+tree, built by the lane's own llama stage //lanes:cpu_llama) against the lane's own
 libraries, and wrote bazel-bin/lanes/cpu_ctest.report.{pb,json} and the raw cpu_ctest.log beside
 the lane's build evidence. This test re-derives every figure from the raw log and the bundle's
 manifest, then requires that every test the lane spec does not exclude passed; a failure names

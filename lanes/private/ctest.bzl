@@ -1,9 +1,8 @@
 """llama.cpp's own CTest suite per lane (issue 14): a test-build stage beside the lane's stages.
 
-<lane>_ctest_build is a cmake() stage with exactly the lane's llama-stage cache entries, built on
-the lane's own ggml stage, that builds the test executables upstream registers; it leaves the
-build tree's CTestTestfile.cmake files with them. <lane>_ctest is the relocatable bundle made from
-that: the test binaries, the CTest file with its build and source paths made placeholders, the
+The lane's llama stage (<lane>_llama) builds the test executables upstream registers beside the
+lane's tools, from one compile of the tree, and keeps the build tree's CTestTestfile.cmake files.
+<lane>_ctest is the relocatable bundle made from that stage: the test binaries, the CTest file with its build and source paths made placeholders, the
 source data the tests read (tokenizer vocabularies, chat templates) and manifest.json (each test's
 command, labels, and exclusion reason from the lane spec). It runs against the lane's own
 libraries (bazel-bin/lanes/<lane>/lib), so the tests exercise the artifacts the lane ships. The
@@ -11,8 +10,7 @@ lane's own targets and outputs are untouched.
 """
 
 load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
-load("@rules_foreign_cc//foreign_cc:defs.bzl", "cmake")
-load("//lanes/private:lane.bzl", "llama_cache_entries", "unavailable_lane")
+load("//lanes/private:lane.bzl", "unavailable_lane")
 load("//lanes/private:lanes.bzl", "LANES")
 load("//lanes/private:providers.bzl", "LaneInfo")
 load("//toolchains:sdk.bzl", "sdk_for_lane")
@@ -27,7 +25,11 @@ def _stage_prefix(target):
 def _ctest_bundle_impl(ctx):
     out = ctx.actions.declare_directory(ctx.label.name)
     stage = ctx.attr.build[DefaultInfo].files.to_list()
-    binaries = [f for f in stage if not f.is_directory and f.dirname.endswith("/bin")]
+    # The llama stage's bin/ holds the lane's tools too: the bundle takes the CTest executables.
+    binaries = [f for f in stage if not f.is_directory and f.dirname.endswith("/bin") and f.basename in ctx.attr.binaries]
+    missing = sorted([b for b in ctx.attr.binaries if b not in [f.basename for f in binaries]])
+    if missing:
+        fail("{}: {} has no {}".format(ctx.label, ctx.attr.build.label, ", ".join(missing)))
     vocab = [f for f in ctx.files.test_data if f.path.endswith("/models/ggml-vocab-llama-spm.gguf")]
     if not vocab:
         fail("{} has no models/ggml-vocab-llama-spm.gguf".format(ctx.attr.test_data.label))
@@ -55,7 +57,8 @@ ctest_bundle = rule(
     implementation = _ctest_bundle_impl,
     attrs = {
         "lane_id": attr.string(mandatory = True),
-        "build": attr.label(mandatory = True),
+        "build": attr.label(mandatory = True, doc = "the lane's llama stage (cmake())"),
+        "binaries": attr.string_list(mandatory = True, doc = "the CTest executables to bundle from its bin/"),
         "test_data": attr.label(default = "@llama_cpp//:test_data"),
         # Scripts the tests run (e.g. tests/test-rpc-multi-server.sh).
         "srcs": attr.label(default = "@llama_cpp//:srcs"),
@@ -116,7 +119,7 @@ ctest_report = rule(
 )
 
 def llama_ctest(name, lane_id, heavy = False, lane = None, visibility = None):
-    """Declares <name>_build (cmake() stage) and <name> (the bundle) for one lane of the spec.
+    """Declares <name> (the bundle from the lane's llama stage) and <name>_report for one lane of the spec.
 
     Args:
       name: "<alias>_ctest", e.g. "cpu_ctest".
@@ -135,29 +138,11 @@ def llama_ctest(name, lane_id, heavy = False, lane = None, visibility = None):
         return
     tags = ["manual"] if heavy else []
     ctest = lane["ctest"]
-    cmake(
-        name = name + "_build",
-        lib_source = "@llama_cpp//:srcs",
-        lib_name = name + "_build",
-        cache_entries = llama_cache_entries(lane_id, lane, sdk),
-        env = sdk.get("env", {}),
-        build_data = sdk.get("build_data", []),
-        deps = [":" + alias + "_ggml"],
-        targets = ctest["targets"],
-        install = False,
-        out_binaries = ctest["targets"],
-        out_include_dir = "",
-        # Not installed by CMake: the build tree's directories with the CTestTestfile.cmake files.
-        out_data_dirs = ctest["test_dirs"],
-        build_args = ["--parallel", "8"],
-        generate_args = ["-GNinja"],
-        tags = tags,
-        visibility = ["//visibility:private"],
-    )
     ctest_bundle(
         name = name,
         lane_id = lane_id,
-        build = ":" + name + "_build",
+        build = ":" + alias + "_llama",
+        binaries = ctest["targets"],
         tags = tags,
         visibility = visibility,
     )

@@ -29,7 +29,13 @@ def _lane_bundle_impl(ctx):
     runtime_libs = [f for f in ggml_libs if f.basename.endswith(".so.0")] + _stage_files(ctx.attr.llama, "lib")
 
     # ggml's runtime-loaded CPU variants (GGML_BACKEND_DL) sit beside the binaries: ggml looks there.
-    bins = _stage_files(ctx.attr.llama, "bin") + _stage_files(ctx.attr.ggml, "bin")
+    # The llama stage also builds the CTest executables (one compile of the tree for both): the lane
+    # ships only its own targets.
+    llama_bins = [f for f in _stage_files(ctx.attr.llama, "bin") if f.basename in ctx.attr.binaries]
+    missing = sorted([b for b in ctx.attr.binaries if b not in [f.basename for f in llama_bins]])
+    if missing:
+        fail("{}: the llama stage has no {}".format(ctx.label, ", ".join(missing)))
+    bins = llama_bins + _stage_files(ctx.attr.ggml, "bin")
     stage_logs = ctx.attr.ggml[OutputGroupInfo].CMake_logs.to_list() + ctx.attr.llama[OutputGroupInfo].CMake_logs.to_list()
     out_bins = [ctx.actions.declare_file("{}/bin/{}".format(alias, f.basename)) for f in bins]
     out_libs = [ctx.actions.declare_file("{}/lib/{}".format(alias, f.basename)) for f in runtime_libs]
@@ -96,6 +102,7 @@ lane_bundle = rule(
         "lane_id": attr.string(mandatory = True),
         "ggml": attr.label(mandatory = True, providers = [OutputGroupInfo]),
         "llama": attr.label(mandatory = True, providers = [OutputGroupInfo]),
+        "binaries": attr.string_list(mandatory = True, doc = "the llama stage's bin/ files the lane ships (the spec's targets)"),
         "sdk_info": attr.label(mandatory = True, allow_single_file = True),
         "sdk_name": attr.string(mandatory = True),
         "spec_entry": attr.string(mandatory = True, doc = "the lane's spec entry as JSON (LaneInfo.spec_entry)"),
@@ -176,6 +183,9 @@ def llama_lane(name, lane_id, heavy = False, lane = None, visibility = ["//visib
         tags = tags,
         visibility = ["//visibility:private"],
     )
+    # The lane's tools and llama.cpp's CTest executables from one build of the tree (same cache
+    # entries); the lane bundle keeps the former, the CTest bundle the latter.
+    llama_stage_targets = lane["targets"] + [t for t in lane["ctest"]["targets"] if t not in lane["targets"]]
     cmake(
         name = alias + "_llama",
         lib_source = "@llama_cpp//:srcs",
@@ -184,11 +194,13 @@ def llama_lane(name, lane_id, heavy = False, lane = None, visibility = ["//visib
         env = sdk.get("env", {}),
         build_data = sdk.get("build_data", []),
         deps = [":" + alias + "_ggml"],
-        targets = lane["targets"],
+        targets = llama_stage_targets,
         install = False,
-        out_binaries = lane["targets"],
+        out_binaries = llama_stage_targets,
         out_shared_libs = lane["llama_libs"],
         out_include_dir = "",
+        # Not installed by CMake: the build tree's directories with the CTestTestfile.cmake files.
+        out_data_dirs = lane["ctest"]["test_dirs"],
         build_args = _PARALLEL,
         generate_args = ["-GNinja"],
         tags = tags,
@@ -199,6 +211,7 @@ def llama_lane(name, lane_id, heavy = False, lane = None, visibility = ["//visib
         lane_id = lane_id,
         ggml = ":" + alias + "_ggml",
         llama = ":" + alias + "_llama",
+        binaries = lane["targets"],
         sdk_info = "@lane_sdks//:sdks.json",
         sdk_name = sdk["name"],
         spec_entry = json.encode(lane),

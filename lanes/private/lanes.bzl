@@ -172,7 +172,7 @@ _CPU_OPS_ABSENT_FROM_GRAPH = ["SCALE"]
 # (the llama stage builds the server tool only when GGML_RPC is set).
 _RPC = {"GGML_RPC": "ON"}
 
-# llama.cpp's own CTest suite (issue 14), built by <lane>_ctest_build from the llama stage's exact
+# llama.cpp's own CTest suite (issue 14), built by the lane's llama stage (<lane>_llama) in its exact
 # configuration. Every executable the pinned tests/CMakeLists.txt registers as a CTest test for this
 # configuration: LLAMA_USE_SYSTEM_GGML=ON drops test-gguf and test-alloc (they need ggml's private
 # headers), LLAMA_OPENSSL=OFF drops the gguf-model-data tests. test-backend-ops is built but not

@@ -11,7 +11,7 @@ from tools.ctest import bundle
 FLAGS = flags.FLAGS
 flags.DEFINE_string("lane_id", None, "Lane id, a key of the lane spec.", required=True)
 flags.DEFINE_string("spec", None, "lanes/spec.json", required=True)
-flags.DEFINE_string("build_tree", None, "The CTest stage's output directory (<lane>_ctest_build).", required=True)
+flags.DEFINE_string("build_tree", None, "The CTest stage's output directory (the lane's llama stage, <lane>_llama).", required=True)
 flags.DEFINE_multi_string("binary", [], "Test executables the stage built.")
 flags.DEFINE_string("source_root", None, "The patched llama.cpp tree (with models/).", required=True)
 flags.DEFINE_string("ctest", "ctest", "The ctest executable.")
