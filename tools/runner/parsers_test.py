@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 from tools.runner import lane_spec
-from tools.runner.checks import artifact_integrity, fixture_parity, graph_smoke, preflight, speed
+from tools.runner.checks import artifact_integrity, fixture_parity, graph_smoke, preflight, speed_bench
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
 
@@ -185,7 +185,7 @@ def test_fixture_recompute_from_log_file(tmp_path):
 
 
 def test_llama_bench_json():
-    m = speed.parse_llama_bench_json(_read("llama_bench_cpu.json"))
+    m = speed_bench.parse_llama_bench_json(_read("llama_bench_cpu.json"))
     assert m["pp_tokens_per_s"] == pytest.approx(5935.349104)
     assert m["tg_tokens_per_s"] > 0
     assert m["model_bytes"] == 70259712
@@ -193,7 +193,7 @@ def test_llama_bench_json():
 
 def test_llama_bench_json_after_log_noise():
     text = "some log line [not json\n" + json.dumps([{"n_prompt": 0, "n_gen": 8, "avg_ts": 12.5, "model_size": 10}])
-    assert speed.parse_llama_bench_json(text)["tg_tokens_per_s"] == 12.5
+    assert speed_bench.parse_llama_bench_json(text)["tg_tokens_per_s"] == 12.5
 
 
 def test_log_evidence_cpu_and_cuda_patterns():
