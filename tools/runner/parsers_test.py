@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 from tools.runner import lane_spec
-from tools.runner.checks import artifact_integrity, fixture_parity, graph_smoke, preflight, speed_bench
+from tools.runner.checks import artifact_integrity, fixture_parity, fixture_parity_log, graph_smoke, preflight, speed_bench
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
 
@@ -18,6 +18,7 @@ def _read(name: str) -> str:
 
 
 FP = fixture_parity
+FP_LOG = fixture_parity_log
 GRAPH_OPS = ("GET_ROWS", "RMS_NORM", "MUL", "ADD", "MUL_MAT", "ROPE", "SET_ROWS", "CPY", "CONT", "SCALE", "SOFT_MAX",
              "FLASH_ATTN_EXT", "SILU", "SWIGLU")
 # What the committed CPU grad-mode log actually evaluated (headers and "not supported" lines excluded).
@@ -43,7 +44,7 @@ def _committed_log(lane_prefix: str) -> pathlib.Path | None:
 
 def test_grad_mode_counts_only_evaluated_tests_real_excerpt():
     """Real CPU grad-mode lines: a header `OP(p): OK` is not a pass; the result follows it."""
-    s = FP.parse_test_backend_ops(_read("test_backend_ops_grad_cpu.txt"), "grad")
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_grad_cpu.txt"), "grad")
     ev = {op: c.evaluated for op, c in s.ops.items() if c.evaluated}
     # SILU f32 v=0 x2 and the first ADD evaluated (results printed as SUM); SWIGLU/GET_ROWS/SUB/
     # MUL/DIV headers were followed by "not supported", the large ADD/SILU by "skipping".
@@ -59,7 +60,7 @@ def test_committed_cpu_log_gives_the_audited_figures():
     path = _committed_log("linux-x86_64-cpu")
     if path is None:
         pytest.skip("no committed CPU run in this tree")
-    s = FP.parse_test_backend_ops(path.read_text())
+    s = FP_LOG.parse_test_backend_ops(path.read_text())
     assert s.mode == "grad"
     assert {op: c.evaluated for op, c in s.ops.items() if c.evaluated} == CPU_GRAD_EVALUATED
     assert s.tests_run == 41 and s.total("failed") == 0
@@ -72,7 +73,7 @@ def test_committed_cuda_log_test_mode():
     path = _committed_log("linux-x86_64-cuda")
     if path is None:
         pytest.skip("no committed CUDA run in this tree")
-    s = FP.parse_test_backend_ops(path.read_text())
+    s = FP_LOG.parse_test_backend_ops(path.read_text())
     assert s.mode == "test" and s.tests_run == 7048 == s.summary_total == s.total("passed")
     assert set(GRAPH_OPS) <= {op for op, c in s.ops.items() if c.evaluated}
     cfg = FP.FixtureConfig(mode="test", backend="CUDA0", required_ops=GRAPH_OPS)
@@ -81,14 +82,14 @@ def test_committed_cuda_log_test_mode():
 
 def test_headers_followed_only_by_not_supported_fail():
     """The former loophole: every header's default OK counted as a pass. Zero were evaluated."""
-    s = FP.parse_test_backend_ops(_read("test_backend_ops_grad_only_not_supported.txt"), "grad")
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_grad_only_not_supported.txt"), "grad")
     assert s.tests_run == 0 and s.total("not_supported") == 12
     status, message = FP.judge(s, _cpu_cfg(op_coverage={}))
     assert status == FP.CR.FAIL and "zero tests evaluated" in message
 
 
 def test_required_op_without_evaluation_or_coverage_fails():
-    s = FP.parse_test_backend_ops(_read("test_backend_ops_grad_cpu.txt"), "grad")
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_grad_cpu.txt"), "grad")
     status, message = FP.judge(s, _cpu_cfg(op_coverage={}))
     assert status == FP.CR.FAIL and "MUL_MAT" in message and "no covering check" in message
     # Covered by a check the runner does not know: still uncovered.
@@ -100,7 +101,7 @@ def test_committed_cpu_log_passes_only_with_op_oracle_coverage_and_says_so():
     path = _committed_log("linux-x86_64-cpu")
     if path is None:
         pytest.skip("no committed CPU run in this tree")
-    s = FP.parse_test_backend_ops(path.read_text())
+    s = FP_LOG.parse_test_backend_ops(path.read_text())
     cfg = _cpu_cfg()
     status, message = FP.judge(s, cfg)
     assert status == FP.CR.PASS, message
@@ -113,7 +114,7 @@ def test_committed_cpu_log_passes_only_with_op_oracle_coverage_and_says_so():
 
 
 def test_grad_failures_and_header_without_result():
-    s = FP.parse_test_backend_ops(_read("test_backend_ops_grad_fail.txt"), "grad")
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_grad_fail.txt"), "grad")
     assert (s.ops["ADD"].passed, s.ops["CONT"].failed, s.ops["LOG"].failed) == (1, 1, 1)
     assert s.ops["SQR"].failed == 1 and s.incomplete == 1  # its header had no result line
     assert s.ops["SQRT"].passed == 1
@@ -125,27 +126,27 @@ def test_grad_failures_and_header_without_result():
 
 def test_summary_lines_must_agree_and_be_present():
     # A real CUDA excerpt under the full run's summary line: 7048/7048 is not what these lines show.
-    s = FP.parse_test_backend_ops(_read("test_backend_ops_test_cuda_excerpt.txt"), "test")
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_test_cuda_excerpt.txt"), "test")
     assert s.tests_run == 8 and s.total("not_supported") == 5
     cfg = FP.FixtureConfig(mode="test", backend="CUDA0", required_ops=("SILU", "FLASH_ATTN_EXT"))
     status, message = FP.judge(s, cfg)
     assert status == FP.CR.FAIL and "disagrees with the per-test count 8/8" in message
     text = _read("test_backend_ops_test_cuda_excerpt.txt")
     ok = text.replace("7048/7048 tests passed", "8/8 tests passed")
-    assert FP.judge(FP.parse_test_backend_ops(ok, "test"), cfg)[0] == FP.CR.PASS
+    assert FP.judge(FP_LOG.parse_test_backend_ops(ok, "test"), cfg)[0] == FP.CR.PASS
     no_summary = "\n".join(ln for ln in ok.splitlines() if "tests passed" not in ln)
-    status, message = FP.judge(FP.parse_test_backend_ops(no_summary, "test"), cfg)
+    status, message = FP.judge(FP_LOG.parse_test_backend_ops(no_summary, "test"), cfg)
     assert status == FP.CR.FAIL and "no 'N/M tests passed'" in message
     no_backend = "\n".join(ln for ln in ok.splitlines() if "Backend CUDA0:" not in ln)
-    status, message = FP.judge(FP.parse_test_backend_ops(no_backend, "test"), cfg)
+    status, message = FP.judge(FP_LOG.parse_test_backend_ops(no_backend, "test"), cfg)
     assert status == FP.CR.FAIL and "no 'Backend CUDA0" in message
     # grad mode: a summary claiming no failure while a test failed.
     bad = _read("test_backend_ops_grad_fail.txt").replace("20763/20766", "20766/20766")
-    assert "per-test count says 3" in "; ".join(FP.summary_problems(FP.parse_test_backend_ops(bad, "grad"), "CPU"))
+    assert "per-test count says 3" in "; ".join(FP.summary_problems(FP_LOG.parse_test_backend_ops(bad, "grad"), "CPU"))
 
 
 def test_test_mode_with_err_prefix():
-    s = FP.parse_test_backend_ops(_read("test_backend_ops_test_cuda_sample.txt"), "test")
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_test_cuda_sample.txt"), "test")
     assert s.total("passed") == 4 and s.total("failed") == 1
     assert s.failed_tests[0].startswith("MUL_MAT(type_a=q8_0")
     assert s.ops["OPT_STEP_SGD"].not_supported == 1 and s.ops["MUL_MAT"].evaluated == 3
@@ -155,12 +156,12 @@ def test_test_mode_with_err_prefix():
 
 
 def test_zero_tests_is_fail():
-    s = FP.parse_test_backend_ops("Testing 1 devices\n\nBackend 1/1: CPU\n  0/0 tests passed\n  Backend CPU: OK\n", "grad")
+    s = FP_LOG.parse_test_backend_ops("Testing 1 devices\n\nBackend 1/1: CPU\n  0/0 tests passed\n  Backend CPU: OK\n", "grad")
     assert FP.judge(s, _cpu_cfg())[0] == FP.CR.FAIL
 
 
 def test_crash_without_result_line_is_fail():
-    s = FP.parse_test_backend_ops("  ADD(type=f32): OK\nggml.c:7227: GGML_ASSERT(...) failed\n", "grad")
+    s = FP_LOG.parse_test_backend_ops("  ADD(type=f32): OK\nggml.c:7227: GGML_ASSERT(...) failed\n", "grad")
     assert s.incomplete == 1  # header, then the abort
     status, _ = FP.judge(s, _cpu_cfg(exit_code=134))
     assert status == FP.CR.FAIL
