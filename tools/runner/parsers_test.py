@@ -8,7 +8,14 @@ import pathlib
 import pytest
 
 from tools.runner import lane_spec
-from tools.runner.checks import artifact_integrity, fixture_parity, fixture_parity_log, graph_smoke, preflight, speed_bench
+from tools.runner.checks import (
+    artifact_integrity,
+    fixture_parity,
+    fixture_parity_log,
+    graph_smoke,
+    preflight,
+    speed_bench,
+)
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
 
