@@ -10,7 +10,7 @@ import pytest
 
 from proto import runner_report_pb2 as rpb
 from tools.runner import backends, fake_lane
-from tools.runner.checks import cleanup, preflight, speed_bench
+from tools.runner.checks import cleanup, preflight_devices, speed_bench
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import load_lane
 
@@ -41,7 +41,7 @@ def test_the_table_names_every_backend_once():
 
 
 def test_preflight_and_fixture_parity_take_the_device_from_the_table(synth, tmp_path):
-    assert preflight.BACKEND_CHECKS[backends.get("synth").device_probe] is preflight.check_vulkan
+    assert preflight_devices.BACKEND_CHECKS[backends.get("synth").device_probe] is preflight_devices.check_vulkan
     assert _ctx(tmp_path).backend0 == "SYN0"  # test-backend-ops -b
 
 
