@@ -214,4 +214,3 @@ def mode_of(text: str) -> str:
         if m:
             return m.group("mode")
     return "test"
-

@@ -196,5 +196,3 @@ def evaluate_run(run: Run, model: rf.Model, tolerances: dict[str, tuple[float, f
         results.append(res)
         after_fa = after_fa or node.op == "FLASH_ATTN_EXT"
     return results
-
-

@@ -141,4 +141,3 @@ def parse_runs(text: str) -> list[Run]:
         if m:
             node.sums.append(float(m.group("v")))
     return runs
-

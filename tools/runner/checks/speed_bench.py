@@ -145,4 +145,3 @@ def fnum_cfg(cfg: dict[str, str], key: str) -> float:
         return float(cfg.get(key, "0") or 0)
     except ValueError:
         return 0.0
-

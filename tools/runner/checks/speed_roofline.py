@@ -171,4 +171,3 @@ def cpu_roofline(logs_dir, cfg, m, counts, problems, summary) -> str:
     return summary + (f"; roofline: {weights} B ({how}; {rows_only} B of row-gathered token embedding excluded) x "
                       f"{m['roofline_tg_tokens_per_s']:.2f} tok/s = {100 * m['tg_roofline_fraction']:.1f}% of "
                       f"{bw:.1f} GB/s host memory read (measured)")
-
