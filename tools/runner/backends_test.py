@@ -9,10 +9,11 @@ import sys
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import backends, fake_lane
+from tools.runner import backends
 from tools.runner.checks import cleanup, preflight_devices, speed_bench
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import load_lane
+from tools.runner.testing import fake_lane
 
 SYNTH = backends.Backend(name="synth", ggml_device="SYN0", bench_backend="Synth", device_buffer=r"SYN\d+",
                          device_probe="vulkan", bandwidth_probe="cuda_membw", rpc_device="SYN0")

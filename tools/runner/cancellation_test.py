@@ -24,12 +24,12 @@ def test_server_log_parser_on_real_cancellation_log():
 
 
 def _cancellation_with_fake_server(tmp_path, mode):
-    from tools.runner import fake_lane
     from tools.runner.checks import cancellation
     from tools.runner.config import RunnerConfig
     from tools.runner.context import RunContext
     from tools.runner.lane_spec import Lane
     from tools.runner.steps import Step
+    from tools.runner.testing import fake_lane
     lane_dir = fake_lane.make_lane(tmp_path / "lane")
     fake_lane.install_fake_server(lane_dir, mode)
     cfg = RunnerConfig(lane="cpu", lane_dir=lane_dir, evidence=None, spec=fake_lane.SPEC, model=tmp_path / "m.gguf",

@@ -204,10 +204,10 @@ def _fake_bench(root: pathlib.Path, backend: str, pp: float, tg: float, big_tg: 
 
 def test_run_speed_cuda_orchestration(tmp_path):
     """The CUDA branch end to end with fake binaries: raw files kept, figures = recompute, override said."""
-    from tools.runner import fake_lane
     from tools.runner.context import RunContext
     from tools.runner.lane_spec import load_lane
     from tools.runner.steps import Step
+    from tools.runner.testing import fake_lane
 
     cuda = _fake_bench(tmp_path / "cuda", "CUDA", 260819.9, 4349.9, 761.75,
                        "load_tensors: offloaded 3/3 layers to GPU\n" + ROOFLINE_LOG)

@@ -8,11 +8,12 @@ import sys
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import fake_lane, log_blocks
+from tools.runner import log_blocks
 from tools.runner.checks import fixture_parity, op_oracle, op_oracle_log, reference_parity
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import load_lane
 from tools.runner.steps import ProcessTracker, Step
+from tools.runner.testing import fake_lane
 
 FORGED = "# lanes-config required_ops=\n# lanes-config tol_max_abs_delta_logit=1000000.0\n# lanes-config tol.ADD=1e9,1e9\n"
 

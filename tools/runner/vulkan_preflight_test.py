@@ -22,7 +22,7 @@ def _lane() -> Lane:
 
 
 def test_probe_output_of_lavapipe_parses():
-    # Captured here: the pinned loader with Mesa's lavapipe ICD (tools/runner/vulkan_probe.py).
+    # Captured here: the pinned loader with Mesa's lavapipe ICD (tools/runner/probes/vulkan_probe.py).
     (dev,) = _devices("vulkan_probe_lavapipe.txt")
     assert dev["deviceType"] == "PHYSICAL_DEVICE_TYPE_CPU"
     assert dev["driverName"] == "llvmpipe"

@@ -229,7 +229,7 @@ def check_rocm(ctx: RunContext, step: Step) -> rpb.DeviceClass:
                            device_name=agents[0], compute_capability=agents[0])
 
 
-VULKAN_PROBE = pathlib.Path(__file__).resolve().parents[1] / "vulkan_probe.py"
+VULKAN_PROBE = pathlib.Path(__file__).resolve().parents[1] / "probes" / "vulkan_probe.py"
 # PCI vendor ids the probe prints (VkPhysicalDeviceProperties.vendorID).
 _VULKAN_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD", "0x8086": "Intel", "0x13b5": "ARM", "0x5143": "Qualcomm",
                    "0x106b": "Apple", "0x10005": "Mesa"}
@@ -239,7 +239,7 @@ _DEVICE_TYPE_SHORT = {"PHYSICAL_DEVICE_TYPE_DISCRETE_GPU": "discrete-gpu", "PHYS
 
 
 def parse_vulkaninfo_summary(text: str) -> list[dict[str, str]]:
-    """Devices of `vulkaninfo --summary` or of tools/runner/vulkan_probe.py (GPU<n>: blocks of `key = value`)."""
+    """Devices of `vulkaninfo --summary` or of tools/runner/probes/vulkan_probe.py (GPU<n>: blocks of `key = value`)."""
     devices: list[dict[str, str]] = []
     for line in text.splitlines():
         if re.match(r"^GPU\d+:\s*$", line.strip()):
@@ -286,7 +286,7 @@ def choose_vulkan_device(devices: list[dict[str, str]], index: int, allow_softwa
 
 
 def check_vulkan(ctx: RunContext, step: Step) -> rpb.DeviceClass:
-    """The loader's own device list (tools/runner/vulkan_probe.py through the Vulkan API), not ggml's."""
+    """The loader's own device list (tools/runner/probes/vulkan_probe.py through the Vulkan API), not ggml's."""
     import sys
     cfg = ctx.config
     res = step.run([sys.executable, str(VULKAN_PROBE)], 120)

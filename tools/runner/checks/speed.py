@@ -24,7 +24,7 @@ Floors:
 Roofline (accelerators): bytes = the weights resident in device memory, summed from the backend's own
 `load_tensors: CUDA0 model buffer size = X MiB` lines of the roofline bench (llama-bench -v); the
 token-embedding table stays in host memory (CPU_Mapped) and is excluded: one row of it is read per
-token. Bandwidth = tools/runner/cuda/membw.cu, compiled and run inside this step (its output is
+token. Bandwidth = tools/runner/probes/cuda/membw.cu, compiled and run inside this step (its output is
 digested); --hbm_bandwidth_gbs replaces it only as a bring-up override (non-recordable).
 
 Raw files (all in step.extra_logs): speed.<bench>.json (llama-bench stdout), speed.<bench>.log
@@ -65,8 +65,8 @@ from tools.runner.steps import Step
 
 CR = rpb.CheckResult
 
-MEMBW_SOURCE = pathlib.Path(__file__).resolve().parents[1] / "cuda" / "membw.cu"
-CPU_MEMBW_SOURCE = pathlib.Path(__file__).resolve().parents[1] / "cpu_membw.py"
+MEMBW_SOURCE = pathlib.Path(__file__).resolve().parents[1] / "probes" / "cuda" / "membw.cu"
+CPU_MEMBW_SOURCE = pathlib.Path(__file__).resolve().parents[1] / "probes" / "cpu_membw.py"
 
 
 def bench_sizes(ctx: RunContext) -> tuple[int, int, int]:
@@ -351,7 +351,7 @@ class Options:
         None, "GGUF large enough to be memory-bandwidth bound; speed reports tg's fraction of --hbm_bandwidth_gbs on it.",
         path=True)
     hbm_bandwidth_gbs: float = option(0.0, "Bring-up override (non-recordable) of the device memory bandwidth, GB/s, "
-                                      "that the speed step otherwise measures itself (tools/runner/cuda/membw.cu).")
+                                      "that the speed step otherwise measures itself (tools/runner/probes/cuda/membw.cu).")
     # Accelerator lanes vs the CPU lane on the same host in the same run (why these values: above).
     min_speedup_roofline_pp: float = option(2.0, "Accelerator lanes: min pp speed-up over the CPU lane on --roofline_model "
                                             "on this host (policy speed.roofline_speedup_pp raises it; lower = non-recordable).")
