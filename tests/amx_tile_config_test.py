@@ -187,8 +187,8 @@ def _host_runs_amx() -> str:
 
 @pytest.mark.skipif(bool(_host_runs_amx()), reason=_host_runs_amx() or "AMX host")
 def test_quantized_batches_run_on_amx_and_match_the_baseline(tmp_path):
-    from tools.runner import cpu_variant_probe as probe
     from tools.runner.checks import cpu_variants
+    from tools.runner.probes import cpu_variant_probe as probe
 
     outputs = {}
     for variant in ("x64", "sapphirerapids"):

@@ -175,7 +175,7 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    from tools.runner import fake_lane
+    from tools.runner.testing import fake_lane
     root = tmp_path_factory.mktemp("fault")
     for d in ("tmp", "locks", "fakebin", "rf/lanes", "ws/evidence", "keys"):
         (root / d).mkdir(parents=True)

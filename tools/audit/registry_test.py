@@ -12,8 +12,9 @@ import pytest
 
 from proto import runner_report_pb2 as rpb
 from tools.audit import audit
-from tools.runner import checks, config, fake_lane
+from tools.runner import checks, config
 from tools.runner import report as report_lib
+from tools.runner.testing import fake_lane
 
 CR = rpb.CheckResult
 

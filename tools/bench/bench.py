@@ -20,7 +20,7 @@ import time
 from proto import bench_report_pb2
 from tools.core.digest import sha256_file
 from tools.runner import exits
-from tools.runner.checks import speed
+from tools.runner.checks import speed_bench
 
 SCHEMA_VERSION = 1
 LANE, REFERENCE = "lane", "reference"
@@ -99,7 +99,7 @@ def run(cfg: BenchConfig) -> bench_report_pb2.BenchReport:
 
 
 def _summary(raw: pathlib.Path) -> str:
-    f = speed.parse_llama_bench_json(raw.read_text())
+    f = speed_bench.parse_llama_bench_json(raw.read_text())
     return f"pp {f.get('pp_tokens_per_s', 0):.1f} tok/s, tg {f.get('tg_tokens_per_s', 0):.1f} tok/s"
 
 
@@ -128,7 +128,7 @@ def recompute(out_dir: pathlib.Path) -> bench_report_pb2.BenchReport:
         for rnd, build in schedule(cfg["rounds"]):
             raw = logs / raw_name(model, build, rnd)
             try:
-                figures = speed.parse_llama_bench_json(raw.read_text())
+                figures = speed_bench.parse_llama_bench_json(raw.read_text())
             except (OSError, ValueError) as err:
                 raise BenchError(f"{raw}: not a llama-bench JSON result ({err})") from err
             if "pp_tokens_per_s" not in figures or "tg_tokens_per_s" not in figures:

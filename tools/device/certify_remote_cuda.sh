@@ -28,7 +28,7 @@ tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
 lanes_remote_ctest_bundle "$carry" cuda "$work/lanes"
 lanes_remote_models
 # Host facts (nvidia-smi, resolved CUDA libraries, LD_LIBRARY_PATH, toolkit version.json, python)
-# and the bandwidth ceiling (tools/runner/cuda/membw.cu, compiled with this host's nvcc) are taken
+# and the bandwidth ceiling (tools/runner/probes/cuda/membw.cu, compiled with this host's nvcc) are taken
 # by the runner itself, inside its preflight and speed steps, so that they are digested with the run.
 lanes_remote_cuda_libs "$work/lanes/cuda"
 

@@ -20,7 +20,7 @@ describe() {  # an exit status with its signal named (tools/runner/exits.py; a s
 }
 probe() {  # $1 label, then the probe's arguments
   local label=$1; shift
-  python3 "$repo/tools/runner/cpu_variant_probe.py" --lib_dir "$lane/lib" --variant_dir "$lane/bin" \
+  python3 "$repo/tools/runner/probes/cpu_variant_probe.py" --lib_dir "$lane/lib" --variant_dir "$lane/bin" \
     --threads 4 --out "$work/$label.npz" "$@" > "$out/probe.$label.txt" 2>&1
   local code=$?
   echo "== $label: exit $(describe "$code")"

@@ -23,7 +23,7 @@ class Backend:
     ggml_device: str       # ggml's first device of the backend (test-backend-ops -b, llama-server --device)
     bench_backend: str     # what llama-bench's JSON `backends` field names
     device_buffer: str     # regex of the backend's device buffers in load_tensors lines ("" = none)
-    device_probe: str      # preflight's device check (preflight.BACKEND_CHECKS key; "" = the CPU only)
+    device_probe: str      # preflight's device check (preflight_devices.BACKEND_CHECKS key; "" = the CPU only)
     bandwidth_probe: str   # the speed step's memory-bandwidth probe: "cpu_membw" or "cuda_membw"
     rpc_device: str        # the device an RPC server of this backend serves (compat routes)
 

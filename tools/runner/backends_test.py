@@ -9,10 +9,11 @@ import sys
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import backends, fake_lane
-from tools.runner.checks import cleanup, preflight, speed
+from tools.runner import backends
+from tools.runner.checks import cleanup, preflight_devices, speed_bench
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import load_lane
+from tools.runner.testing import fake_lane
 
 SYNTH = backends.Backend(name="synth", ggml_device="SYN0", bench_backend="Synth", device_buffer=r"SYN\d+",
                          device_probe="vulkan", bandwidth_probe="cuda_membw", rpc_device="SYN0")
@@ -41,18 +42,18 @@ def test_the_table_names_every_backend_once():
 
 
 def test_preflight_and_fixture_parity_take_the_device_from_the_table(synth, tmp_path):
-    assert preflight.BACKEND_CHECKS[backends.get("synth").device_probe] is preflight.check_vulkan
+    assert preflight_devices.BACKEND_CHECKS[backends.get("synth").device_probe] is preflight_devices.check_vulkan
     assert _ctx(tmp_path).backend0 == "SYN0"  # test-backend-ops -b
 
 
 def test_speed_takes_the_bench_name_and_device_buffers_from_the_table(synth):
     bench = [{"backends": "Synth", "gpu_info": "synthetic gpu", "n_gpu_layers": 99, "n_prompt": 512, "n_gen": 0}]
-    assert speed.backend_problems(bench, "synth", offload=True) == []
+    assert speed_bench.backend_problems(bench, "synth", offload=True) == []
     wrong = [dict(bench[0], backends="CUDA")]
-    assert any("does not name Synth" in p for p in speed.backend_problems(wrong, "synth", offload=True))
+    assert any("does not name Synth" in p for p in speed_bench.backend_problems(wrong, "synth", offload=True))
     log = ("load_tensors:         SYN0 model buffer size =     2.00 MiB\n"
            "load_tensors:          CPU model buffer size =     1.00 MiB\n")
-    device, host, _ = speed.device_weight_bytes(log, "synth")
+    device, host, _ = speed_bench.device_weight_bytes(log, "synth")
     assert (device, host) == (2 * 1024 * 1024, 1024 * 1024)
 
 

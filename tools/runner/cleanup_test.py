@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from tools.runner import fake_lane
 from tools.runner.checks import cleanup
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import load_lane
 from tools.runner.steps import Step
+from tools.runner.testing import fake_lane
 
 
 @pytest.fixture

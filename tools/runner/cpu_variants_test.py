@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType, quants
 
-from tools.runner import cpu_variant_probe as probe
 from tools.runner import exits
 from tools.runner.checks import cpu_variants
+from tools.runner.probes import cpu_variant_probe as probe
 
 # gguf-py quantizes these three itself, so the fixtures hold real quantized bytes; the integration
 # test (tests/cpu_certification_integration_test.py) runs every type on the built lane.

@@ -22,6 +22,8 @@ import pytest
 
 from proto import runner_report_pb2 as rpb
 from tools.runner.checks import op_oracle as oo
+from tools.runner.checks import op_oracle_graph as oo_graph
+from tools.runner.checks import op_oracle_log as oo_log
 from tools.runner.steps import ProcessTracker, Step
 
 CR = rpb.CheckResult
@@ -63,7 +65,7 @@ def _node_block(text: str, name: str, op: str, occurrence: int = 0) -> tuple[int
 def _edit_row(text: str, name: str, op: str, new_value: str, row: int = 0, col: int = 0) -> str:
     lines = text.splitlines()
     start, end = _node_block(text, name, op)
-    rows = [i for i in range(start, end) if oo._ROW.match(lines[i])]
+    rows = [i for i in range(start, end) if oo_log._ROW.match(lines[i])]
     vals = lines[rows[row]].split(",")
     head = vals[col].rsplit("[", 1)
     vals[col] = (head[0] + "[" if len(head) == 2 else "") + f"{new_value:>12}"
@@ -96,7 +98,7 @@ def test_real_cpu_log_passes_with_every_graph_op_evaluated(real_result) -> None:
 def test_every_compute_node_is_compared_views_are_not(real_result) -> None:
     counts, _, results, _ = real_result
     views = [r for r in results if r.status == "view"]
-    assert views and all(r.node.op in oo.VIEW_OPS for r in views)
+    assert views and all(r.node.op in oo_graph.VIEW_OPS for r in views)
     assert all(r.status in ("pass", "view") for r in results)
     assert counts["nodes"] == counts["nodes_view"] + counts["nodes_pass"]
 
@@ -130,8 +132,8 @@ def test_recompute_rejects_another_model(tmp_path, real, model) -> None:
 def test_one_perturbed_value_fails_its_op(real, model) -> None:
     # Qcur-0 after RoPE, first printed value off by 0.01 (a wrong rotation would be far larger).
     start, _ = _node_block(real, "Qcur-0", "ROPE")
-    row = next(l for l in real.splitlines()[start:] if oo._ROW.match(l))
-    value = float(oo._ROW.match(row).group("vals").split(",")[0])
+    row = next(l for l in real.splitlines()[start:] if oo_log._ROW.match(l))
+    value = float(oo_log._ROW.match(row).group("vals").split(",")[0])
     counts, metrics, results, problems = _evaluate(_edit_row(real, "Qcur-0", "ROPE", f"{value + 0.01:.4f}"), model)
     assert counts["op.ROPE.failed"] == 1
     assert all(counts[f"op.{op}.failed"] == 0 for op in GRAPH_OPS if op != "ROPE")
@@ -186,7 +188,7 @@ def test_a_node_without_reference_is_not_evaluated_and_fails(real, model) -> Non
 def test_a_truncated_node_fails(real, model) -> None:
     lines = real.splitlines()
     start, end = _node_block(real, "result_output", "MUL_MAT")
-    row = next(i for i in range(start, end) if oo._ROW.match(lines[i]))
+    row = next(i for i in range(start, end) if oo_log._ROW.match(lines[i]))
     del lines[row]
     counts, _, results, problems = _evaluate("\n".join(lines) + "\n", model)
     assert counts["op.MUL_MAT.failed"] == 1
@@ -231,10 +233,10 @@ def test_tolerances_are_read_from_the_log(real, model) -> None:
 # ---- parsing ----
 
 def test_printed_indices_follow_common_debug_print_tensor() -> None:
-    assert oo.printed_indices(6) == [0, 1, 2, 3, 4, 5]
-    assert oo.printed_indices(7) == [0, 1, 2, 4, 5, 6]
-    assert oo.printed_indices(1) == [0]
-    assert oo.n_printed((256, 6, 4, 1)) == 6 * 6 * 4
+    assert oo_log.printed_indices(6) == [0, 1, 2, 3, 4, 5]
+    assert oo_log.printed_indices(7) == [0, 1, 2, 4, 5, 6]
+    assert oo_log.printed_indices(1) == [0]
+    assert oo_log.n_printed((256, 6, 4, 1)) == 6 * 6 * 4
 
 
 def test_header_parsing_handles_spaces_and_missing_src1() -> None:
@@ -242,19 +244,19 @@ def test_header_parsing_handles_spaces_and_missing_src1() -> None:
             "common_debug_cb_eval: cache_k_l0 (view) (permuted) (copy) = (f16)        CPY(cache_k_l0 (view) "
             "(permuted){64, 256, 2, 1}, cache_k_l0 (view) (permuted) (copy){64, 256, 2, 1}}) = {64, 256, 2, 1}\n"
             "common_debug_cb_eval:                   norm-0 = (f32)   RMS_NORM(embd{256, 6, 1, 1}, }) = {256, 6, 1, 1}\n")
-    (run,) = oo.parse_runs(text)
+    (run,) = oo_log.parse_runs(text)
     assert run.flash_attn == "on"
     cpy, norm = run.nodes
     assert (cpy.name, cpy.type, cpy.op, cpy.src0, cpy.ne) == (
         "cache_k_l0 (view) (permuted) (copy)", "f16", "CPY", "cache_k_l0 (view) (permuted)", (64, 256, 2, 1))
     assert (norm.name, norm.op, norm.src0, norm.src1, norm.ne) == ("norm-0", "RMS_NORM", "embd", "", (256, 6, 1, 1))
-    assert oo.reference_key(cpy) == ("cache_k_l0/f16", "plain")
+    assert oo_graph.reference_key(cpy) == ("cache_k_l0/f16", "plain")
 
 
 def test_lines_of_other_commands_are_not_parsed() -> None:
     text = ("$ /x/llama-logits -m m.gguf\n"
             "common_debug_cb_eval:   embd = (f32)   GET_ROWS(token_embd.weight{4, 8, 1, 1}, t{1, 1, 1, 1}}) = {4, 1, 1, 1}\n")
-    assert oo.parse_runs(text) == []
+    assert oo_log.parse_runs(text) == []
 
 
 # ---- the runner step ----
@@ -303,7 +305,7 @@ def _take_model_arg(argv: list[str]) -> list[str]:
 def test_truncated_clean_exit_is_counted_and_superseded_by_its_rerun(real, real_result, model):
     """A run cut short at exit (llama.cpp's async logger) is kept and counted; its re-run decides."""
     lines = real.splitlines(keepends=True)
-    first = next(i for i, l in enumerate(lines) if l.startswith("$ ") and oo.EVAL_BIN in l)
+    first = next(i for i, l in enumerate(lines) if l.startswith("$ ") and oo_log.EVAL_BIN in l)
     exit_at = next(i for i in range(first, len(lines)) if lines[i].startswith("# exit"))
     cut = next(i for i in range(exit_at, first, -1) if "result_output = " in lines[i])
     truncated_run = "".join(lines[first:cut + 2]) + lines[exit_at]

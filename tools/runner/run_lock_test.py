@@ -14,7 +14,7 @@ import types
 import pytest
 
 from tools.runner import run_lock
-from tools.runner.checks import preflight
+from tools.runner.checks import preflight, preflight_devices
 
 # A runner stand-in: takes the device lock, writes its JSON, starts `sleep` (own session, no
 # PDEATHSIG: only a reaper ends it) and waits to be killed.
@@ -114,7 +114,7 @@ def test_cuda_and_vulkan_on_gpu0_share_one_lock(tmp_path, monkeypatch):
     preflight.check_leftovers(ctx_a, step_a)
     try:
         ctx_b, step_b, _ = _ctx(tmp_path, "linux-x86_64-vulkan.gpu0", "vulkan")
-        with pytest.raises(preflight.Failed, match=r"another run is using device gpu0.*kill -TERM"):
+        with pytest.raises(preflight_devices.Failed, match=r"another run is using device gpu0.*kill -TERM"):
             preflight.check_leftovers(ctx_b, step_b)
         assert ctx_b.tracker.lock is None
         # The refused run did not touch the holder's lock.
@@ -140,7 +140,7 @@ def test_next_run_reaps_a_sigkilled_holder(tmp_path, monkeypatch):
     orphan = int(words[1])
     try:
         ctx, step, lines = _ctx(tmp_path, "linux-x86_64-vulkan.gpu0", "vulkan")
-        with pytest.raises(preflight.Failed):
+        with pytest.raises(preflight_devices.Failed):
             preflight.check_leftovers(ctx, step)
         holder.kill()
         holder.wait()

@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import checks, fake_lane
+from tools.runner import checks
+from tools.runner.testing import fake_lane
 
 CR = rpb.CheckResult
 

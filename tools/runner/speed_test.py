@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tools.runner.checks import speed
+from tools.runner.checks import speed, speed_bench, speed_roofline
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
 CPU_JSON = json.loads((TESTDATA / "llama_bench_cpu.json").read_text())
@@ -156,15 +156,15 @@ def test_nan_speed_fails(tmp_path):
 
 def test_device_bytes_from_real_cuda_log_excerpt():
     # graph_smoke.log of the committed H200 run: the tiny model's CUDA0 buffer counts, CPU_Mapped not.
-    device, host, lines = speed.device_weight_bytes((TESTDATA / "load_tensors_cuda_tiny.log").read_text(), "cuda")
+    device, host, lines = speed_bench.device_weight_bytes((TESTDATA / "load_tensors_cuda_tiny.log").read_text(), "cuda")
     assert device == round(35.75 * 2**20) and host == round(31.25 * 2**20)
     assert len(lines) == 2 and lines[1].endswith("CUDA0 model buffer size =    35.75 MiB")
-    assert speed.parse_offloaded((TESTDATA / "load_tensors_cuda_tiny.log").read_text()) == (3, 3)
+    assert speed_bench.parse_offloaded((TESTDATA / "load_tensors_cuda_tiny.log").read_text()) == (3, 3)
 
 
 def test_cuda_host_buffer_is_not_device_memory():
     text = "load_tensors:    CUDA_Host model buffer size =   100.00 MiB\nload_tensors:        CUDA0 model buffer size =    10.00 MiB\n"
-    assert speed.device_weight_bytes(text, "cuda")[:2] == (10 * 2**20, 100 * 2**20)
+    assert speed_bench.device_weight_bytes(text, "cuda")[:2] == (10 * 2**20, 100 * 2**20)
 
 
 def test_cpu_lane_keeps_absolute_floors(tmp_path):
@@ -204,10 +204,10 @@ def _fake_bench(root: pathlib.Path, backend: str, pp: float, tg: float, big_tg: 
 
 def test_run_speed_cuda_orchestration(tmp_path):
     """The CUDA branch end to end with fake binaries: raw files kept, figures = recompute, override said."""
-    from tools.runner import fake_lane
     from tools.runner.context import RunContext
     from tools.runner.lane_spec import load_lane
     from tools.runner.steps import Step
+    from tools.runner.testing import fake_lane
 
     cuda = _fake_bench(tmp_path / "cuda", "CUDA", 260819.9, 4349.9, 761.75,
                        "load_tensors: offloaded 3/3 layers to GPU\n" + ROOFLINE_LOG)
@@ -278,15 +278,15 @@ def _gguf(path: pathlib.Path, names: tuple[str, ...]) -> pathlib.Path:
 
 def test_rows_only_bytes_is_the_embedding_only_with_a_separate_output(tmp_path):
     separate = _gguf(tmp_path / "a.gguf", ("token_embd.weight", "output.weight"))
-    assert speed.rows_only_bytes(separate) == 100 * 64 * 2
+    assert speed_roofline.rows_only_bytes(separate) == 100 * 64 * 2
     tied = _gguf(tmp_path / "b.gguf", ("token_embd.weight",))  # the output matmul reads it all
-    assert speed.rows_only_bytes(tied) == 0
+    assert speed_roofline.rows_only_bytes(tied) == 0
 
 
 def test_cpu_membw_probe_prints_what_parse_membw_reads(tmp_path):
     import subprocess
     out = subprocess.run([sys.executable, str(speed.CPU_MEMBW_SOURCE), "1"], capture_output=True, text=True, check=True)
-    assert speed.parse_membw(out.stdout) > 0.1  # GB/s: any host moves more than this
+    assert speed_bench.parse_membw(out.stdout) > 0.1  # GB/s: any host moves more than this
 
 
 def test_upstream_ratio_from_its_own_bench_file(tmp_path):
@@ -305,10 +305,10 @@ def test_upstream_ratio_from_its_own_bench_file(tmp_path):
 
 def test_membw_statistic_is_the_probes_own_and_unknown_ones_are_refused():
     text = {"bytes_moved": 1e9, "samples_ms": [1.0, 2.0, 4.0]}
-    assert speed.parse_membw(json.dumps(text)) == pytest.approx(500.0)  # median_high: 2 ms
-    assert speed.parse_membw(json.dumps({**text, "statistic": "fastest"})) == pytest.approx(1000.0)
+    assert speed_bench.parse_membw(json.dumps(text)) == pytest.approx(500.0)  # median_high: 2 ms
+    assert speed_bench.parse_membw(json.dumps({**text, "statistic": "fastest"})) == pytest.approx(1000.0)
     with pytest.raises(ValueError, match="unknown statistic"):
-        speed.parse_membw(json.dumps({**text, "statistic": "best-ever"}))
+        speed_bench.parse_membw(json.dumps({**text, "statistic": "best-ever"}))
 
 
 # The CPU roofline model (//tools/model:cpu_roofline_f16): 4 layers of n_embd 2048 / n_ff 5632 in
@@ -382,9 +382,9 @@ def test_cpu_roofline_refuses_extra_buffers_it_cannot_count_once(tmp_path):
 def test_bandwidth_probe_runs_before_and_after_the_bench_pool_their_samples():
     before = json.dumps({"bytes_moved": 1000000000, "statistic": "fastest", "samples_ms": [40.0, 35.0]})
     after = json.dumps({"bytes_moved": 1000000000, "statistic": "fastest", "samples_ms": [25.0, 30.0]})
-    assert speed.parse_membw(before + "\n" + after + "\n") == pytest.approx(40.0)  # 1 GB in the fastest 25 ms
+    assert speed_bench.parse_membw(before + "\n" + after + "\n") == pytest.approx(40.0)  # 1 GB in the fastest 25 ms
     mixed = json.dumps({"bytes_moved": 2000000000, "statistic": "fastest", "samples_ms": [25.0]})
     with pytest.raises(ValueError, match="different byte counts"):
-        speed.parse_membw(before + "\n" + mixed)
+        speed_bench.parse_membw(before + "\n" + mixed)
     with pytest.raises(ValueError, match="no probe output"):
-        speed.parse_membw("\n")
+        speed_bench.parse_membw("\n")

@@ -8,11 +8,12 @@ import sys
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import fake_lane, log_blocks
-from tools.runner.checks import fixture_parity, op_oracle, reference_parity
+from tools.runner import log_blocks
+from tools.runner.checks import fixture_parity, op_oracle, op_oracle_log, reference_parity
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import load_lane
 from tools.runner.steps import ProcessTracker, Step
+from tools.runner.testing import fake_lane
 
 FORGED = "# lanes-config required_ops=\n# lanes-config tol_max_abs_delta_logit=1000000.0\n# lanes-config tol.ADD=1e9,1e9\n"
 
@@ -47,7 +48,7 @@ def test_older_runs_read_only_the_runner_lines_outside_command_blocks():
            + "# exit 0 after 1.00s\n# lanes-config roofline_tensor_bytes=10\n")
     assert log_blocks.legacy_config(log) == {"required_ops": "ADD,MUL", "roofline_tensor_bytes": "10"}
     assert op_oracle.evaluate_log.__defaults__ is not None
-    assert op_oracle.parse_config(log_blocks.runner_lines(log))["required_ops"] == "ADD,MUL"
+    assert op_oracle_log.parse_config(log_blocks.runner_lines(log))["required_ops"] == "ADD,MUL"
 
 
 def test_a_lane_printing_required_ops_fails_fixture_parity_with_the_runners_ops(tmp_path):

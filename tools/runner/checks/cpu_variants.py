@@ -4,7 +4,7 @@ variant computes, on the ops whose kernels differ between variants.
 The CPU lane ships ggml's x86 variants (libggml-cpu-<variant>.so, GGML_BACKEND_DL) and ggml loads
 the best one the host supports, so the kernels a node runs depend on the host: a variant's AVX-512,
 VNNI or AMX kernels are reached nowhere else, and the model checks (F32 weights) never reach the
-quantized ones. tools/runner/cpu_variant_probe.py runs each variant in a process of its own
+quantized ones. tools/runner/probes/cpu_variant_probe.py runs each variant in a process of its own
 (a variant that faults takes only that process down; its signal is named) over quantized and F16
 MUL_MAT with 1 and more tokens, in the default buffer and in each extra buffer type the variant
 offers (CPU_REPACK, AMX), and FLASH_ATTN_EXT with F16 and Q8_0 K/V. The baseline x64 is itself
@@ -25,17 +25,17 @@ import sys
 import numpy as np
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import cpu_variant_probe as probe
 from tools.runner import exits, log_blocks
 from tools.runner.checks.base import Check
 from tools.runner.context import RunContext
+from tools.runner.probes import cpu_variant_probe as probe
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
 
 STEP = "cpu_variants"
 BASELINE = "x64"
-PROBE = pathlib.Path(__file__).resolve().parents[1] / "cpu_variant_probe.py"
+PROBE = pathlib.Path(__file__).resolve().parents[1] / "probes" / "cpu_variant_probe.py"
 # Normalized mean squared error bounds. x64 vs float64 of the dequantized weights: test-backend-ops'
 # MUL_MAT bound (measured 4e-8 for F16 to 6.5e-5 for Q6_K: the activations are quantized to Q8 too).
 # Another variant vs x64: measured 1e-13 (AVX2/AVX-512 kernels) and 4.8e-8 (AMX); one element of

@@ -10,7 +10,7 @@ from tools.evidence import build_evidence
 from tools.runner import runner
 from tools.runner.config import RunnerConfig
 
-TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
+TESTDATA = pathlib.Path(__file__).resolve().parents[1] / "testdata"
 SPEC = TESTDATA / "spec.json"
 TARGETS = ("llama-completion", "llama-simple", "llama-bench", "llama-server", "llama-logits", "test-backend-ops")
 PIN = {"source_uri": "test:", "archive_sha256": "0" * 64, "commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f",

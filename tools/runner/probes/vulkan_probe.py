@@ -1,6 +1,6 @@
 """The Vulkan loader's own device list, printed like `vulkaninfo --summary` (GPU<n>: key = value).
 
-  python3 -m tools.runner.vulkan_probe
+  python3 -m tools.runner.probes.vulkan_probe
 
 Asks the loader (libvulkan.so.1, found the way the lane's libggml-vulkan finds it) for every
 physical device and its VkPhysicalDeviceProperties and VkPhysicalDeviceDriverProperties, through

@@ -1,0 +1,216 @@
+"""fixture_parity on captured test-backend-ops output (testdata/): counting, verdict, recompute, command."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+from tools.runner.checks import fixture_parity, fixture_parity_log
+
+TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
+
+
+def _read(name: str) -> str:
+    return (TESTDATA / name).read_text()
+
+
+FP = fixture_parity
+
+
+FP_LOG = fixture_parity_log
+
+
+GRAPH_OPS = ("GET_ROWS", "RMS_NORM", "MUL", "ADD", "MUL_MAT", "ROPE", "SET_ROWS", "CPY", "CONT", "SCALE", "SOFT_MAX",
+             "FLASH_ATTN_EXT", "SILU", "SWIGLU")
+
+
+# What the committed CPU grad-mode log actually evaluated (headers and "not supported" lines excluded).
+CPU_GRAD_EVALUATED = {"ACC": 1, "ADD": 6, "CONT": 21, "GET_ROWS": 3, "LOG": 2, "SILU": 2, "SQR": 2, "SQRT": 2, "SWIGLU": 2}
+
+
+def _covering_check() -> str:
+    """op_oracle once it is a runner check (helper E adds it); until then a check that exists."""
+    from tools.runner import config as config_lib
+    return "op_oracle" if "op_oracle" in config_lib.CHECKS else "reference_parity"
+
+
+def _cpu_cfg(**kw) -> "FP.FixtureConfig":
+    kw.setdefault("op_coverage", {op: _covering_check() for op in GRAPH_OPS if op not in CPU_GRAD_EVALUATED})
+    return FP.FixtureConfig(mode="grad", backend="CPU", required_ops=GRAPH_OPS, **kw)
+
+
+def _committed_log(lane_prefix: str) -> pathlib.Path | None:
+    runs = pathlib.Path(__file__).resolve().parents[2] / "evidence" / "runs"
+    found = sorted(runs.glob(f"{lane_prefix}*/logs/fixture_parity.log"))
+    return found[0] if found else None
+
+
+def test_grad_mode_counts_only_evaluated_tests_real_excerpt():
+    """Real CPU grad-mode lines: a header `OP(p): OK` is not a pass; the result follows it."""
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_grad_cpu.txt"), "grad")
+    ev = {op: c.evaluated for op, c in s.ops.items() if c.evaluated}
+    # SILU f32 v=0 x2 and the first ADD evaluated (results printed as SUM); SWIGLU/GET_ROWS/SUB/
+    # MUL/DIV headers were followed by "not supported", the large ADD/SILU by "skipping".
+    assert ev == {"SILU": 2, "ADD": 1}
+    assert "SUM" not in s.ops  # the SUM wrapper's result lines belong to the header's op
+    assert s.ops["GET_ROWS"].evaluated == 0 and s.ops["GET_ROWS"].not_supported == 5
+    assert s.ops["MUL"].not_supported == 2 and s.ops["SILU"].skipped == 2 and s.ops["ADD"].skipped == 1 and s.ops["ADD"].not_supported == 1
+    assert s.total("failed") == 0 and s.incomplete == 0
+    assert (s.summary_passed, s.summary_total) == (20766, 20766) and s.backend_status == {"CPU": "OK"}
+
+
+def test_committed_cpu_log_gives_the_audited_figures():
+    path = _committed_log("linux-x86_64-cpu")
+    if path is None:
+        pytest.skip("no committed CPU run in this tree")
+    s = FP_LOG.parse_test_backend_ops(path.read_text())
+    assert s.mode == "grad"
+    assert {op: c.evaluated for op, c in s.ops.items() if c.evaluated} == CPU_GRAD_EVALUATED
+    assert s.tests_run == 41 and s.total("failed") == 0
+    for op in ("DIV", "MUL", "SUB", "NORM", "SET_ROWS"):
+        assert s.ops[op].evaluated == 0
+    assert "ADD1" not in s.ops and "SUM" not in s.ops
+
+
+def test_committed_cuda_log_test_mode():
+    path = _committed_log("linux-x86_64-cuda")
+    if path is None:
+        pytest.skip("no committed CUDA run in this tree")
+    s = FP_LOG.parse_test_backend_ops(path.read_text())
+    assert s.mode == "test" and s.tests_run == 7048 == s.summary_total == s.total("passed")
+    assert set(GRAPH_OPS) <= {op for op, c in s.ops.items() if c.evaluated}
+    cfg = FP.FixtureConfig(mode="test", backend="CUDA0", required_ops=GRAPH_OPS)
+    assert FP.judge(s, cfg)[0] == FP.CR.PASS
+
+
+def test_headers_followed_only_by_not_supported_fail():
+    """The former loophole: every header's default OK counted as a pass. Zero were evaluated."""
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_grad_only_not_supported.txt"), "grad")
+    assert s.tests_run == 0 and s.total("not_supported") == 12
+    status, message = FP.judge(s, _cpu_cfg(op_coverage={}))
+    assert status == FP.CR.FAIL and "zero tests evaluated" in message
+
+
+def test_required_op_without_evaluation_or_coverage_fails():
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_grad_cpu.txt"), "grad")
+    status, message = FP.judge(s, _cpu_cfg(op_coverage={}))
+    assert status == FP.CR.FAIL and "MUL_MAT" in message and "no covering check" in message
+    # Covered by a check the runner does not know: still uncovered.
+    status, _ = FP.judge(s, _cpu_cfg(op_coverage={op: "no_such_check" for op in GRAPH_OPS}))
+    assert status == FP.CR.FAIL
+
+
+def test_committed_cpu_log_passes_only_with_op_oracle_coverage_and_says_so():
+    path = _committed_log("linux-x86_64-cpu")
+    if path is None:
+        pytest.skip("no committed CPU run in this tree")
+    s = FP_LOG.parse_test_backend_ops(path.read_text())
+    cfg = _cpu_cfg()
+    status, message = FP.judge(s, cfg)
+    assert status == FP.CR.PASS, message
+    assert f"covered by {_covering_check()}" in message and "MUL_MAT" in message and "FLASH_ATTN_EXT" in message
+    counts, _ = FP.figures(s, cfg)
+    assert counts["op.MUL_MAT.evaluated"] == 0 and counts["op.MUL_MAT.covered_elsewhere"] == 1
+    assert counts["op.CONT.evaluated"] == 21 and "op.CONT.covered_elsewhere" not in counts
+    assert counts["ops_required"] == 14 and counts["ops_required_evaluated"] == 5  # ADD CONT GET_ROWS SILU SWIGLU
+    assert counts["ops_covered_elsewhere"] == 9 and counts["ops_uncovered"] == 0
+
+
+def test_grad_failures_and_header_without_result():
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_grad_fail.txt"), "grad")
+    assert (s.ops["ADD"].passed, s.ops["CONT"].failed, s.ops["LOG"].failed) == (1, 1, 1)
+    assert s.ops["SQR"].failed == 1 and s.incomplete == 1  # its header had no result line
+    assert s.ops["SQRT"].passed == 1
+    assert s.max_maa == pytest.approx(0.001956947)
+    assert s.summary_total - s.summary_passed == s.total("failed") == 3
+    status, message = FP.judge(s, _cpu_cfg())
+    assert status == FP.CR.FAIL and "3 test(s) failed" in message
+
+
+def test_summary_lines_must_agree_and_be_present():
+    # A real CUDA excerpt under the full run's summary line: 7048/7048 is not what these lines show.
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_test_cuda_excerpt.txt"), "test")
+    assert s.tests_run == 8 and s.total("not_supported") == 5
+    cfg = FP.FixtureConfig(mode="test", backend="CUDA0", required_ops=("SILU", "FLASH_ATTN_EXT"))
+    status, message = FP.judge(s, cfg)
+    assert status == FP.CR.FAIL and "disagrees with the per-test count 8/8" in message
+    text = _read("test_backend_ops_test_cuda_excerpt.txt")
+    ok = text.replace("7048/7048 tests passed", "8/8 tests passed")
+    assert FP.judge(FP_LOG.parse_test_backend_ops(ok, "test"), cfg)[0] == FP.CR.PASS
+    no_summary = "\n".join(ln for ln in ok.splitlines() if "tests passed" not in ln)
+    status, message = FP.judge(FP_LOG.parse_test_backend_ops(no_summary, "test"), cfg)
+    assert status == FP.CR.FAIL and "no 'N/M tests passed'" in message
+    no_backend = "\n".join(ln for ln in ok.splitlines() if "Backend CUDA0:" not in ln)
+    status, message = FP.judge(FP_LOG.parse_test_backend_ops(no_backend, "test"), cfg)
+    assert status == FP.CR.FAIL and "no 'Backend CUDA0" in message
+    # grad mode: a summary claiming no failure while a test failed.
+    bad = _read("test_backend_ops_grad_fail.txt").replace("20763/20766", "20766/20766")
+    assert "per-test count says 3" in "; ".join(FP.summary_problems(FP_LOG.parse_test_backend_ops(bad, "grad"), "CPU"))
+
+
+def test_test_mode_with_err_prefix():
+    s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_test_cuda_sample.txt"), "test")
+    assert s.total("passed") == 4 and s.total("failed") == 1
+    assert s.failed_tests[0].startswith("MUL_MAT(type_a=q8_0")
+    assert s.ops["OPT_STEP_SGD"].not_supported == 1 and s.ops["MUL_MAT"].evaluated == 3
+    assert s.max_err == pytest.approx(1.234e-6)
+    assert (s.summary_passed, s.summary_total) == (3, 4)
+    assert s.backend_status == {"CUDA0": "FAIL"}
+
+
+def test_zero_tests_is_fail():
+    s = FP_LOG.parse_test_backend_ops("Testing 1 devices\n\nBackend 1/1: CPU\n  0/0 tests passed\n  Backend CPU: OK\n", "grad")
+    assert FP.judge(s, _cpu_cfg())[0] == FP.CR.FAIL
+
+
+def test_crash_without_result_line_is_fail():
+    s = FP_LOG.parse_test_backend_ops("  ADD(type=f32): OK\nggml.c:7227: GGML_ASSERT(...) failed\n", "grad")
+    assert s.incomplete == 1  # header, then the abort
+    status, _ = FP.judge(s, _cpu_cfg(exit_code=134))
+    assert status == FP.CR.FAIL
+
+
+def test_per_op_thresholds_from_test_backend_ops():
+    assert FP.threshold("test", "MUL_MAT") == 5e-4 == FP.threshold("test", "FLASH_ATTN_EXT")
+    assert FP.threshold("test", "SOFT_MAX") == 1e-6 and FP.threshold("test", "ADD") == 1e-7
+    assert FP.threshold("grad", "ADD") == 1e-4 and FP.threshold("grad", "MUL") == 1e-3
+
+
+def test_fixture_recompute_from_log_file(tmp_path):
+    cfg = _cpu_cfg(thresholds={op: FP.threshold("grad", op) for op in GRAPH_OPS})
+    log = "\n".join(FP.config_lines(cfg)) + "\n$ /x/test-backend-ops grad -b CPU -o ADD\n"
+    log += _read("test_backend_ops_grad_cpu.txt") + "# exit 0 after 5.00s\n# PASS: whatever\n"
+    (tmp_path / "fixture_parity.log").write_text(log)
+    counts, metrics = FP.recompute(tmp_path)
+    assert counts["tests_evaluated"] == 3 and counts["op.SILU.evaluated"] == 2 and counts["op.ADD.evaluated"] == 1
+    assert counts["op.MUL_MAT.evaluated"] == 0 and counts["op.MUL_MAT.covered_elsewhere"] == 1
+    assert metrics["op.MUL.maa_threshold"] == 1e-3 and "nmse_threshold" not in metrics
+    assert FP.read_config(log).exit_code == 0
+
+
+def test_fixture_ops_come_from_the_lane_spec_and_the_override_is_bring_up():
+    import pathlib
+
+    from tools.runner.checks import fixture_parity
+    from tools.runner.config import RunnerConfig
+    from tools.runner.context import RunContext
+    from tools.runner.lane_spec import Lane
+    lane = Lane("linux-x86_64-cuda", "cuda", "linux", "x86_64", "cuda", "cuda", (), (), (), ("MUL_MAT", "ROPE"))
+    cfg = RunnerConfig(lane="cuda", lane_dir=pathlib.Path("/l"), evidence=None, spec=pathlib.Path("/s"), model=None,
+                       out_dir=pathlib.Path("/o"), report=pathlib.Path("/o/r.pb"))
+    ctx = RunContext(config=cfg, lane=lane, logs_dir=pathlib.Path("/o/logs"), scratch_dir=pathlib.Path("/o/s"))
+    import dataclasses
+    ctx.config = dataclasses.replace(cfg, fixture_jobs=3)
+    assert fixture_parity.fixture_command(ctx)[1:] == ["test", "-b", "CUDA0", "-j", "3", "-o", "MUL_MAT,ROPE"]
+    ctx.config = dataclasses.replace(cfg, fixture_ops="ADD")
+    assert fixture_parity.fixture_command(ctx)[-2:] == ["-o", "ADD"]
+    assert 1 <= int(fixture_parity.fixture_command(ctx)[5]) <= 8  # automatic: half the cores, at most 8
+    ctx.config = dataclasses.replace(cfg, fixture_jobs=-1)
+    with pytest.raises(ValueError, match="fixture_jobs"):
+        fixture_parity.fixture_command(ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
