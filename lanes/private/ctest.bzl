@@ -25,6 +25,7 @@ def _stage_prefix(target):
 def _ctest_bundle_impl(ctx):
     out = ctx.actions.declare_directory(ctx.label.name)
     stage = ctx.attr.build[DefaultInfo].files.to_list()
+
     # The llama stage's bin/ holds the lane's tools too: the bundle takes the CTest executables.
     binaries = [f for f in stage if not f.is_directory and f.dirname.endswith("/bin") and f.basename in ctx.attr.binaries]
     missing = sorted([b for b in ctx.attr.binaries if b not in [f.basename for f in binaries]])

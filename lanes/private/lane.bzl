@@ -183,6 +183,7 @@ def llama_lane(name, lane_id, heavy = False, lane = None, visibility = ["//visib
         tags = tags,
         visibility = ["//visibility:private"],
     )
+
     # The lane's tools and llama.cpp's CTest executables from one build of the tree (same cache
     # entries); the lane bundle keeps the former, the CTest bundle the latter.
     llama_stage_targets = lane["targets"] + [t for t in lane["ctest"]["targets"] if t not in lane["targets"]]
