@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from tools.core.errors import LanesError
+
 # The driver's own device query (name, compute capability, driver, memory): preflight logs it,
 # cleanup measures device memory with it.
 NVIDIA_QUERY = ["nvidia-smi", "--query-gpu=name,compute_cap,driver_version,memory.total,memory.used",
@@ -37,14 +39,21 @@ TABLE: list[Backend] = [
 ]
 
 
-class UnknownBackendError(KeyError):
-    pass
+class UnknownBackendError(LanesError, KeyError):
+    code = "unknown-backend"
+
+
+class AmbiguousBackendError(LanesError):
+    code = "ambiguous-backend"
 
 
 def get(name: str) -> Backend:
-    for b in TABLE:
-        if b.name == name:
-            return b
+    """The one entry named `name`; two entries of one name are refused, never resolved by order."""
+    matches = [b for b in TABLE if b.name == name]
+    if len(matches) > 1:
+        raise AmbiguousBackendError(f"backend {name!r} has {len(matches)} entries in tools/runner/backends.py; keep one")
+    if matches:
+        return matches[0]
     raise UnknownBackendError(f"backend {name!r} is not in tools/runner/backends.py; known: "
                               f"{', '.join(b.name for b in TABLE)}")
 

@@ -62,5 +62,11 @@ def test_cleanup_measures_memory_with_the_vendors_probe(synth, tmp_path):
     assert not cleanup._gpu(_ctx(tmp_path, vendor="NoProbeVendor"))
 
 
+def test_two_entries_of_one_backend_are_refused(monkeypatch):
+    monkeypatch.setattr(backends, "TABLE", [*backends.TABLE, dataclasses.replace(backends.get("cuda"), ggml_device="CUDA1")])
+    with pytest.raises(backends.AmbiguousBackendError, match="'cuda' has 2 entries"):
+        backends.get("cuda")
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
