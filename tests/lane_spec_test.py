@@ -38,8 +38,8 @@ def test_every_designed_lane_is_registered(spec):
 def test_cpu_lane_is_deterministic_and_relocatable(spec):
     cpu = spec["linux-x86_64-cpu"]
     assert cpu["ggml_cache_entries"]["GGML_NATIVE"] == "OFF"
-    assert cpu["ggml_cache_entries"]["CMAKE_INSTALL_RPATH"] == "$ORIGIN"
-    assert cpu["llama_cache_entries"]["CMAKE_INSTALL_RPATH"].startswith("$ORIGIN/../lib")
+    assert cpu["ggml_cache_entries"]["CMAKE_INSTALL_RPATH"] == "\\$ORIGIN"
+    assert cpu["llama_cache_entries"]["CMAKE_INSTALL_RPATH"].startswith("\\$ORIGIN/../lib")
     assert {"llama-completion", "llama-simple", "llama-bench", "llama-server", "test-backend-ops"} <= set(cpu["targets"])
 
 

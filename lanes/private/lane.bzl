@@ -10,6 +10,7 @@ load("@rules_foreign_cc//foreign_cc:defs.bzl", "cmake")
 load("//lanes/private:lanes.bzl", "LANES", "merge_dicts")
 load("//lanes/private:manifest.bzl", "lane_manifest")
 load("//lanes/private:providers.bzl", "LaneInfo")
+load("//lanes/private:stage.bzl", "STAGE_FEATURES", "install_from_build_tree")
 load("//toolchains:sdk.bzl", "sdk_for_lane")
 
 # As many compile jobs as the host has cores, up to 8 (the stand-in reserves them from Bazel).
@@ -17,6 +18,7 @@ _PARALLEL = ["--parallel", "8"]
 
 def _soname(lib):
     return "lib{}.so.0".format(lib)
+
 
 def _lane_bundle_impl(ctx):
     lane_id = ctx.attr.lane_id
@@ -141,6 +143,8 @@ def llama_cache_entries(lane_id, lane, sdk):
 
     # The SDK's entries too: tools link libggml-<backend>, whose SDK libraries the linker must find.
     return merge_dicts(lane["llama_cache_entries"], sdk.get("cache_entries", {}), {
+        # The ggml stage, as the cmake() rule lays out a dependency: $EXT_BUILD_DEPS/<its lib_name>.
+        "CMAKE_PREFIX_PATH": "$EXT_BUILD_DEPS/{}_ggml".format(lane["alias"]),
         "LANES_LANE_ID": lane_id,
         "LANES_PATCH_STACK_DIGEST": PIN["patch_stack_digest"],
         "LLAMA_BUILD_COMMIT": PIN["short_commit"],
@@ -180,6 +184,7 @@ def llama_lane(name, lane_id, heavy = False, lane = None, visibility = ["//visib
         out_data_dirs = ["lib/cmake"],
         build_args = _PARALLEL,
         generate_args = ["-GNinja"],
+        features = STAGE_FEATURES,
         tags = tags,
         visibility = ["//visibility:private"],
     )
@@ -197,13 +202,15 @@ def llama_lane(name, lane_id, heavy = False, lane = None, visibility = ["//visib
         deps = [":" + alias + "_ggml"],
         targets = llama_stage_targets,
         install = False,
+        # The build tree's directories with the CTestTestfile.cmake files come along.
+        postfix_script = install_from_build_tree(llama_stage_targets, lane["llama_libs"], lane["ctest"]["test_dirs"]),
         out_binaries = llama_stage_targets,
         out_shared_libs = lane["llama_libs"],
         out_include_dir = "",
-        # Not installed by CMake: the build tree's directories with the CTestTestfile.cmake files.
         out_data_dirs = lane["ctest"]["test_dirs"],
         build_args = _PARALLEL,
         generate_args = ["-GNinja"],
+        features = STAGE_FEATURES,
         tags = tags,
         visibility = ["//visibility:private"],
     )

@@ -8,6 +8,15 @@ kernels) and `llama` (libllama + tools) on top of the installed ggml package, so
 touches llama never recompiles the kernels and a remote cache shares the heavy stage.
 """
 
+# Values are expanded by the cmake() rule's `set -u` build script: `\\$ORIGIN` reaches CMake as
+# $ORIGIN, `$EXT_BUILD_ROOT` is the action's exec root.
+# Paths of the action's sandbox must not reach the artifacts (__FILE__ in ggml's asserts): the
+# exec root is mapped to ".", so identical sources give identical bytes wherever they are built.
+_NO_SANDBOX_PATHS = {
+    "CMAKE_CXX_FLAGS": "-ffile-prefix-map=$EXT_BUILD_ROOT=.",
+    "CMAKE_C_FLAGS": "-ffile-prefix-map=$EXT_BUILD_ROOT=.",
+}
+
 # Every lane: release build, shared libraries, relocatable (RUNPATH relative to $ORIGIN).
 _GGML_COMMON = {
     "BUILD_SHARED_LIBS": "ON",
@@ -17,7 +26,7 @@ _GGML_COMMON = {
     # afterwards but the build-id keeps, so identical code got different bytes on every build.
     "CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
     "CMAKE_INSTALL_LIBDIR": "lib",
-    "CMAKE_INSTALL_RPATH": "$ORIGIN",
+    "CMAKE_INSTALL_RPATH": "\\$ORIGIN",
     "GGML_BUILD_EXAMPLES": "OFF",
     "GGML_BUILD_TESTS": "OFF",
 }
@@ -76,7 +85,7 @@ _LLAMA_COMMON = {
     # Tests (test-backend-ops) are not installed, so the build tree gets the install RPATH too.
     "CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
     "CMAKE_INSTALL_LIBDIR": "lib",
-    "CMAKE_INSTALL_RPATH": "$ORIGIN/../lib;$ORIGIN",
+    "CMAKE_INSTALL_RPATH": "\\$ORIGIN/../lib;\\$ORIGIN",
     "LLAMA_BUILD_EXAMPLES": "ON",
     "LLAMA_BUILD_SERVER": "ON",
     "LLAMA_BUILD_TESTS": "ON",
@@ -292,9 +301,9 @@ def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log
         "arch": arch,
         "backend": backend,
         "sdk": sdk,
-        "ggml_cache_entries": merge_dicts(_GGML_COMMON, ggml_cache_entries, _RPC if rpc else {}),
+        "ggml_cache_entries": merge_dicts(_GGML_COMMON, _NO_SANDBOX_PATHS, ggml_cache_entries, _RPC if rpc else {}),
         "ggml_libs": ggml_libs + (["ggml-rpc"] if rpc else []),
-        "llama_cache_entries": merge_dicts(_LLAMA_COMMON, _RPC if rpc else {}),
+        "llama_cache_entries": merge_dicts(_LLAMA_COMMON, _NO_SANDBOX_PATHS, _RPC if rpc else {}),
         "llama_libs": _LLAMA_LIBS,
         "targets": TOOLS + (["ggml-rpc-server"] if rpc else []),
         # Whether the lane can take part in a mixed-backend route over llama.cpp's RPC backend.
@@ -318,7 +327,7 @@ _UPSTREAM_DEFAULTS = {
     "BUILD_SHARED_LIBS": "ON",
     "CMAKE_BUILD_TYPE": "Release",
     "CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
-    "CMAKE_INSTALL_RPATH": "$ORIGIN/../lib;$ORIGIN",
+    "CMAKE_INSTALL_RPATH": "\\$ORIGIN/../lib;\\$ORIGIN",
     "GGML_NATIVE": "ON",
     "LLAMA_BUILD_UI": "OFF",
     "LLAMA_OPENSSL": "OFF",

@@ -9,6 +9,7 @@ executed remotely (no-cache, no-remote), so a benchmark always compares with a b
 load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
 load("@rules_foreign_cc//foreign_cc:defs.bzl", "cmake")
 load("//lanes/private:lane.bzl", "unavailable_lane")
+load("//lanes/private:stage.bzl", "STAGE_FEATURES", "install_from_build_tree")
 load("//lanes/private:lanes.bzl", "LANES", "UPSTREAM_REFERENCE", "merge_dicts")
 load("//toolchains:sdk.bzl", "sdk_for_lane")
 
@@ -38,11 +39,13 @@ def upstream_reference(name, lane_id, lane = None, reference = None, visibility 
         build_data = sdk.get("build_data", []),
         targets = ["llama-bench"],
         install = False,
+        postfix_script = install_from_build_tree(["llama-bench"], _BENCH_LIBS + ["lib{}.so.0".format(lib) for lib in ref["ggml_libs"]]),
         out_binaries = ["llama-bench"],
         out_shared_libs = _BENCH_LIBS + ["lib{}.so.0".format(lib) for lib in ref["ggml_libs"]],
         out_include_dir = "",
         build_args = ["--parallel", "8"],
         generate_args = ["-GNinja"],
+        features = STAGE_FEATURES,
         tags = ["manual", "no-cache", "no-remote"],
         visibility = visibility,
     )
