@@ -15,6 +15,7 @@ import pytest
 from proto import admission_pb2, runner_report_pb2
 from tools.admission import admission, policy_edit
 from tools.certify import certify
+from tools.evidence import lane_manifest
 from tools.matrix import certification_status
 from tools.policy import keys
 from tools.policy import policy as policy_lib
@@ -22,8 +23,9 @@ from tools.runner import runner
 from tools.runner.config import CHECKS, RunnerConfig
 
 ROOT = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), "lanes")
-LANE_DIR = ROOT / "lanes" / "cpu"
-EVIDENCE = ROOT / "lanes" / "cpu.evidence.pb"
+LANE = lane_manifest.load(lane_manifest.runfiles_path("cpu"), ROOT)
+LANE_DIR = LANE.lane_dir
+EVIDENCE = LANE.evidence
 MODEL = ROOT / "tools" / "model" / "tiny_llama_f32.gguf"
 SPEC = ROOT / "lanes" / "spec.json"
 # llama.cpp's own CTest suite over the lane (//lanes:cpu_ctest): the upstream_ctest step runs it too.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 
@@ -141,6 +142,13 @@ def test_a_route_needs_two_backends(tmp_path):
     with pytest.raises(rpc_route.RouteError, match="different backends"):
         rpc_route.measure([lane, lane], "linux-x86_64-cuda", tmp_path, tmp_path / "m.gguf", tmp_path / "out",
                           rpc_route.Tolerances(), threads=1)
+
+
+def test_the_cpu_lane_build_is_named_by_the_evidence_given(tmp_path):
+    assert rpc_route._evidence_digest(None) == "" and rpc_route._evidence_digest(tmp_path / "absent.pb") == ""
+    given = tmp_path / "given.pb"
+    given.write_bytes(b"\x08\x02")
+    assert rpc_route._evidence_digest(given) == "sha256:" + hashlib.sha256(b"\x08\x02").hexdigest()
 
 
 def _measured(tmp_path, **kw) -> pathlib.Path:

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tools.certify import records, sample_reports
-from tools.evidence import build_evidence
+from tools.evidence import build_evidence, lane_manifest
 from tools.matrix import capability_matrix as cm
 from tools.matrix import certification_status as cs
 from tools.policy import dsse, timestamps
@@ -33,6 +33,8 @@ def _build_lane(bazel_bin: pathlib.Path, binary: bytes) -> str:
                                       stage_metas=[meta], targets=["llama-completion"], bazel_version="7")
     pb = bazel_bin / "lanes" / "cpu.evidence.pb"
     build_evidence.write_evidence(ev, pb, pb.with_suffix(".json"))
+    (bazel_bin / "lanes" / "cpu.lane.json").write_text(lane_manifest.encode(
+        "cpu", LANE, "lanes/cpu", "lanes/cpu.evidence.pb", "lanes/cpu.evidence.json"))
     return build_evidence.evidence_digest(pb)
 
 
