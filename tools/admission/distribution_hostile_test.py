@@ -24,7 +24,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 from tuf.api import exceptions as tuf_errors
-from tuf.api.metadata import Metadata, MetaFile, Timestamp
+from tuf.api.metadata import Metadata, MetaFile, Snapshot, Timestamp
 
 from tools.admission import admission, admission_cli, tracker_admission
 from tools.admission.testing import routes
@@ -32,13 +32,8 @@ from tools.certify import records, sample_reports
 from tools.policy import dsse, keys, timestamps, trust
 from tools.policy import policy as policy_lib
 from tools.policy.errors import KeyFileError, MalformedEnvelopeError
-from tools.publish import fetchers, repository, revocations
-from tools.publish.distribution_errors import (
-    EndlessDataError,
-    MalformedMetadataError,
-    PublishError,
-    RollbackError,
-)
+from tools.publish import distribution_errors, fetchers, repository, revocations
+from tools.publish.distribution_errors import PublishError, RollbackError
 from tools.publish.testing import repo as testing_repo
 
 POLICY = testing_repo.policy()
@@ -416,9 +411,15 @@ def test_targets_rollback_is_named_rollback(fx):
     tracker = fx.tracker()
     admitted(decide(tracker, report)[0])
     _, ts, snap, targets = fx.repo._current()
-    older = targets.version - 1
+    older = targets.version - 1  # a snapshot, signed with the snapshot key, naming the older targets
     older_bytes = (fx.repo.metadata_dir / f"{older}.targets.json").read_bytes()
-    fx.repo._write_snapshot_and_timestamp(older, older_bytes, fx.signers, timestamps.now(), snap.version, ts.version)
+    expires = timestamps.now() + dt.timedelta(days=1)
+    snapshot = Snapshot(version=snap.version + 1, expires=expires,
+                        meta={"targets.json": MetaFile.from_data(older, older_bytes, ["sha256"])})
+    sdata = fx.repo._write_metadata(Metadata(snapshot), [fx.snapshot], [f"{snapshot.version}.snapshot.json"])
+    timestamp = Timestamp(version=ts.version + 1, expires=expires,
+                          snapshot_meta=MetaFile.from_data(snapshot.version, sdata, ["sha256"]))
+    fx.repo._write_metadata(Metadata(timestamp), [fx.timestamp], ["timestamp.json"])
     with pytest.raises(RollbackError):
         tracker.refresh()
     refused_with(decide(tracker, report)[0], "rollback")
@@ -427,7 +428,7 @@ def test_targets_rollback_is_named_rollback(fx):
 def test_oversized_metadata_is_named_endless_data(fx):
     name, data, report = published(fx)
     (fx.repo.metadata_dir / "timestamp.json").write_bytes(b" " * (1 << 20))
-    with pytest.raises(EndlessDataError):
+    with pytest.raises(distribution_errors.EndlessDataError):
         fx.tracker().refresh()
     refused_with(decide(fx.tracker("t2"), report)[0], "endless-data")
 
@@ -438,7 +439,7 @@ def test_duplicate_json_keys_in_tuf_metadata_are_refused(fx):
     text = path.read_text()
     assert '"_type": "timestamp"' in text
     path.write_text(text.replace('"_type": "timestamp"', '"_type": "root", "_type": "timestamp"', 1))
-    with pytest.raises(MalformedMetadataError, match="duplicate"):
+    with pytest.raises(distribution_errors.MalformedMetadataError, match="duplicate"):
         fx.tracker().refresh()
     refused_with(decide(fx.tracker("t2"), report)[0], "malformed-metadata")
 
