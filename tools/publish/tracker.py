@@ -180,9 +180,9 @@ def _classify(err: Exception, metadata: bool = False) -> DistributionError:
         return BelowThresholdError(f"{msg}: not signed by the threshold of trusted keys for its role")
     if isinstance(err, MalformedMetadataJsonError):
         return MalformedMetadataError(f"{msg}: TUF metadata must be unambiguous JSON")
-    if isinstance(err, tuf_errors.DownloadLengthMismatchError):
-        return EndlessDataError(f"{msg}: a file longer than its signed length or size cap (endless data)")
-    if isinstance(err, tuf_errors.LengthOrHashMismatchError):
+    if isinstance(err, tuf_errors.DownloadLengthMismatchError) and metadata:
+        return EndlessDataError(f"{msg}: metadata longer than its signed length or size cap (endless data)")
+    if isinstance(err, tuf_errors.LengthOrHashMismatchError | tuf_errors.DownloadLengthMismatchError):
         if metadata:
             return MixAndMatchError(f"{msg}: a metadata file is not the one the timestamp/snapshot names (metadata "
                                     "mixed from different repository versions)")
