@@ -213,4 +213,3 @@ class BoundedFetcher(FetcherInterface):
         except TrustError as err:
             raise MalformedMetadataJsonError(f"{url}: {err}") from err
         return data
-

@@ -31,7 +31,7 @@ import urllib.parse
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from google.protobuf import json_format
 from tuf.api import exceptions as tuf_errors
-from tuf.api.metadata import Metadata, Root, TargetFile, Targets
+from tuf.api.metadata import Metadata, Root, TargetFile
 from tuf.ngclient import Updater, UpdaterConfig
 
 from proto import certification_pb2, distribution_pb2
