@@ -22,7 +22,7 @@ import sys
 from proto import runner_report_pb2
 from tools.admission import policy_edit
 from tools.audit import audit
-from tools.certify import certify, records
+from tools.certify import certify, records, schema_versions
 from tools.core import atomic_files
 from tools.evidence import build_evidence, lane_manifest, run_readme
 from tools.matrix import matrix_view
@@ -111,7 +111,8 @@ def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> bool:
         required_checks=[c for c in CHECKS if c != "upstream_ctest"] if fresh else None,
         lane_required_checks=[(lane_id, "upstream_ctest") for lane_id in in_certification],
         max_record_age_days=None if policy_path.exists() else 90,
-        supported_record_schema_versions=None if policy_path.exists() else [1],
+        # A fresh policy accepts every record version this verifier knows.
+        supported_record_schema_versions=None if policy_path.exists() else sorted(schema_versions.CERTIFICATION.known()),
     )
     print(f"certify: enrolled key {keyid[:16]}... in the policy; review and commit it to trust this issuer")
     return True
