@@ -14,7 +14,8 @@ import pytest
 
 from proto import admission_pb2, runner_report_pb2
 from tools.admission import admission, policy_edit
-from tools.certify import certify
+from tools.certify import certify, schema_versions
+from tools.evidence import lane_manifest
 from tools.matrix import certification_status
 from tools.policy import keys
 from tools.policy import policy as policy_lib
@@ -22,8 +23,9 @@ from tools.runner import runner
 from tools.runner.config import CHECKS, RunnerConfig
 
 ROOT = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), "lanes")
-LANE_DIR = ROOT / "lanes" / "cpu"
-EVIDENCE = ROOT / "lanes" / "cpu.evidence.pb"
+LANE = lane_manifest.load(lane_manifest.runfiles_path("cpu"), ROOT)
+LANE_DIR = LANE.lane_dir
+EVIDENCE = LANE.evidence
 MODEL = ROOT / "tools" / "model" / "tiny_llama_f32.gguf"
 SPEC = ROOT / "lanes" / "spec.json"
 # llama.cpp's own CTest suite over the lane (//lanes:cpu_ctest): the upstream_ctest step runs it too.
@@ -44,7 +46,7 @@ def certified(tmp_path_factory):
     policy = tmp / "policy.json"
     policy_edit.update_policy_file(policy, policy_id="itest", public_key=key.public_raw.read_bytes(), valid_days=30,
                                    required_checks=list(CHECKS), max_record_age_days=30,
-                                   supported_record_schema_versions=[1],
+                                   supported_record_schema_versions=sorted(schema_versions.CERTIFICATION.known()),
                                    speed_floors=[("linux-x86_64-cpu", "speed.tg_tokens_per_s", 1.0)])
     record = certify.certify_report(tmp / "run" / "runner_report.pb", key.private_key, policy, tmp / "records", 30)
     return report, record, policy, tmp

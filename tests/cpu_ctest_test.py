@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from tools.ctest import bundle, ctest_run
+from tools.evidence import lane_manifest
 
 LANES = pathlib.Path("lanes")
 REPORT, LOG, BUNDLE = LANES / "cpu_ctest.report.pb", LANES / "cpu_ctest.log", LANES / "cpu_ctest"
@@ -34,7 +35,7 @@ def test_report_figures_are_what_the_raw_log_says(report):
 def test_report_is_bound_to_the_lane_build(report):
     assert report.lane_id == "linux-x86_64-cpu"
     assert len(report.build_evidence_sha256) == 64
-    evidence = LANES / "cpu.evidence.pb"
+    evidence = lane_manifest.load(lane_manifest.runfiles_path("cpu"), ".").evidence
     if evidence.exists():
         assert report.build_evidence_sha256 == ctest_run.sha256_file(evidence)
     # The "model" tests ran with the embedded tiny model, not skipped.

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from tools.evidence import build_evidence
+from tools.evidence import build_evidence, lane_manifest
 
-LANES = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), "lanes", "lanes")
-LANE_DIR = LANES / "cpu"
-EVIDENCE = LANES / "cpu.evidence.pb"
+LANE = lane_manifest.load(lane_manifest.runfiles_path("cpu"), pathlib.Path(os.environ.get("TEST_SRCDIR", "."), "lanes"))
+LANE_DIR = LANE.lane_dir
+EVIDENCE = LANE.evidence
 
 
 @pytest.fixture(scope="module")

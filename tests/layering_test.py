@@ -62,6 +62,7 @@ KNOWN_TEST_BACK_EDGES: dict[tuple[str, str], str] = {}
 SCANNED_DIRS = ("tools", "proto")
 _MODULE_PATH = re.compile(r"^tools\.([A-Za-z_][A-Za-z0-9_]*)(\.|$)")
 _TEST_RULES = re.compile(r"(^|_)test$")  # py_test, sh_test, ...
+_MACRO_PREFIX = "lanes_py_"  # tools/python.bzl: srcs default to [name + ".py"]
 
 
 # ---- collecting the graph -----------------------------------------------------------------------
@@ -132,9 +133,11 @@ def build_test_sources(build_file: pathlib.Path) -> set[str]:
         testonly = isinstance(kw.get("testonly"), ast.Constant) and kw["testonly"].value is True
         if not (_TEST_RULES.search(rule) or testonly):
             continue
-        srcs = kw.get("srcs")
+        srcs, name = kw.get("srcs"), kw.get("name")
         if isinstance(srcs, ast.List):
             names.update(e.value for e in srcs.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+        elif srcs is None and rule.startswith(_MACRO_PREFIX) and isinstance(name, ast.Constant):
+            names.add(f"{name.value}.py")  # the macros' default srcs (tools/python.bzl)
     return names
 
 
@@ -350,8 +353,11 @@ def test_test_code_is_recognised(tmp_path):
     (tmp_path / "BUILD.bazel").write_text(
         'py_library(name = "helper", testonly = True, srcs = ["helper.py"])\n'
         'py_library(name = "lib", srcs = ["lib.py"])\n'
-        'py_test(name = "t", srcs = ["check.py"])\n')
-    assert build_test_sources(tmp_path / "BUILD.bazel") == {"helper.py", "check.py"}
+        'py_test(name = "t", srcs = ["check.py"])\n'
+        'lanes_py_library(name = "fixture", testonly = True)\n'
+        'lanes_py_library(name = "code")\n'
+        'lanes_py_test(name = "probe")\n')
+    assert build_test_sources(tmp_path / "BUILD.bazel") == {"helper.py", "check.py", "fixture.py", "probe.py"}
     assert is_test_file("tools/x/y_test.py", set()) and is_test_file("tools/x/testdata/s.py", set())
     assert not is_test_file("tools/x/lib.py", {"tools/x/helper.py"})
     assert is_test_file("tools/x/testing/fixture.py", set())

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from proto import runner_report_pb2
+from tools.evidence import lane_manifest
 from tools.runner import report as report_lib
 from tools.runner import runner
 from tools.runner.config import RunnerConfig
@@ -36,9 +37,11 @@ def lavapipe_only(monkeypatch):
 
 
 def _config(out: pathlib.Path, **over) -> RunnerConfig:
-    return RunnerConfig(lane="vulkan", lane_dir=ROOT / "lanes" / "vulkan", evidence=ROOT / "lanes" / "vulkan.evidence.pb",
+    lane = lane_manifest.load(lane_manifest.runfiles_path("vulkan"), ROOT)
+    cpu = lane_manifest.load(lane_manifest.runfiles_path("cpu"), ROOT)
+    return RunnerConfig(lane="vulkan", lane_dir=lane.lane_dir, evidence=lane.evidence,
                         spec=ROOT / "lanes" / "spec.json", model=ROOT / "tools" / "model" / "tiny_llama_f32.gguf",
-                        cpu_lane_dir=ROOT / "lanes" / "cpu", out_dir=out, report=out / "runner_report.pb", threads=2,
+                        cpu_lane_dir=cpu.lane_dir, out_dir=out, report=out / "runner_report.pb", threads=2,
                         timeout_s=300, **over)
 
 

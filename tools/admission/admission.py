@@ -24,6 +24,7 @@ import collections
 import dataclasses
 import datetime as dt
 import hashlib
+import math
 import os
 import pathlib
 from collections.abc import Callable, Iterable, Sequence
@@ -61,7 +62,8 @@ _PASS = runner_report_pb2.CheckResult.PASS
 
 @dataclasses.dataclass(frozen=True)
 class SignedInput:
-    """An envelope and the digest that names it in decisions (sha256 of its file bytes)."""
+    """An envelope and the digest that names it in decisions, revocations and the transparency log:
+    records.record_digest, over what was signed (never the file's bytes, which a copy may re-encode)."""
 
     envelope: certification_pb2.Envelope
     digest: str
@@ -69,7 +71,7 @@ class SignedInput:
 
     @classmethod
     def from_envelope(cls, env: certification_pb2.Envelope, source: str = "") -> "SignedInput":
-        return cls(env, records.sha256_digest(dsse.envelope_to_json(env).encode()), source)
+        return cls(env, records.record_digest(env), source)
 
     @property
     def label(self) -> str:
@@ -81,7 +83,8 @@ def load_signed(path: pathlib.Path | str, follow_symlinks: bool = True) -> Signe
     bounded depth); raises a TrustError naming the reason if it cannot."""
     path = pathlib.Path(path)
     data = safe_io.read_regular_file(path, follow_symlinks=follow_symlinks)
-    return SignedInput(dsse.envelope_from_json(data), records.sha256_digest(data), file_label(path.name))
+    env = dsse.envelope_from_json(data)
+    return SignedInput(env, records.record_digest(env), file_label(path.name))
 
 
 def file_label(name: str) -> str:
@@ -338,6 +341,8 @@ def record_refusals(
         value = rec.metrics.get(metric)
         if value is None:
             out.append(f"{code}: {where}: metric {metric!r} absent, policy {kind} {bound:g}")
+        elif not math.isfinite(value):  # a measurement is finite; +inf would pass any floor, -inf any ceiling
+            out.append(f"{code}: {where}: {metric} {value:g} is not a finite measurement, policy {kind} {bound:g}")
         elif not within(value, bound):
             out.append(f"{code}: {where}: {metric} {value:g} {op} {kind} {bound:g}")
     return out

@@ -136,9 +136,9 @@ def revoke(fx, **kw):
 def test_revocation_by_digest_refuses_the_record_even_from_a_cache_or_copy(fx):
     data, report = published(fx)
     tracker = fx.tracker()
-    copy = admission.SignedInput(dsse.envelope_from_json(data), records.sha256_digest(data), "cached-copy.dsse.json")
+    copy = admission.SignedInput(dsse.envelope_from_json(data), records.record_digest_of_json(data), "cached-copy.dsse.json")
     admitted(decide(tracker, report, [copy])[0])
-    revoke(fx, record_digest=records.sha256_digest(data), reason="kernel bug found after certification")
+    revoke(fx, record_digest=records.record_digest_of_json(data), reason="kernel bug found after certification")
     decision, _ = decide(tracker, report, [copy])
     refused_with(decision, "revoked")
     assert any("revoked: node" in r and "kernel bug" in r and "cached-copy" in r for r in decision.reasons)
@@ -148,7 +148,7 @@ def test_a_record_never_published_is_refused_even_if_correctly_signed(fx):
     _, report = published(fx)
     # Signed by the issuer, never published (another issue time: another record).
     _, other, _ = testing_repo.record_file(fx.issuer, issued_at=timestamps.now() - dt.timedelta(seconds=10))
-    copy = admission.SignedInput(dsse.envelope_from_json(other), records.sha256_digest(other), "side-loaded.dsse.json")
+    copy = admission.SignedInput(dsse.envelope_from_json(other), records.record_digest_of_json(other), "side-loaded.dsse.json")
     view = fx.tracker().refresh()
     decision = tracker_admission.decide_from_view(view, POLICY, routes.route_for(report), extra_records=[copy])
     admitted(decision)  # the published record admits; the side-loaded one is screened out
@@ -179,7 +179,7 @@ def test_revocation_by_issuer_key(fx):
 
 def test_dropped_revocation_is_refused(fx):
     data, report = published(fx)
-    revoke(fx, record_digest=records.sha256_digest(data), reason="withdrawn")
+    revoke(fx, record_digest=records.record_digest_of_json(data), reason="withdrawn")
     tracker = fx.tracker()
     refused_with(decide(tracker, report)[0], "revoked")
     # A later version leaves the revocation out of the targets but the log still lists it.
@@ -196,7 +196,7 @@ def test_dropped_revocation_is_refused(fx):
 
 def test_forked_log_is_refused(fx):
     data, report = published(fx)
-    revoke(fx, record_digest=records.sha256_digest(data), reason="withdrawn")
+    revoke(fx, record_digest=records.record_digest_of_json(data), reason="withdrawn")
     tracker = fx.tracker()
     refused_with(decide(tracker, report)[0], "revoked")
     # Rewrite history: drop the revocation from the targets AND the log, re-sign everything.
@@ -241,7 +241,7 @@ def test_an_admitting_record_must_prove_inclusion(fx):
     # A view whose log index points the record at another leaf: the screen passes, the proof fails.
     published(fx, lane_id="linux-x86_64-other")
     view = fx.tracker("t2").refresh()
-    digest = records.sha256_digest(data)
+    digest = records.record_digest_of_json(data)
     view.log_index_by_digest[digest] = 1 - view.log_index_by_digest[digest]
     refused_with(tracker_admission.decide_from_view(view, POLICY, routes.route_for(report)), "not-in-log")
 
@@ -258,7 +258,7 @@ def test_inclusion_proof_verifies_against_the_checkpoint_and_fails_for_another_e
     data, _ = published(fx)
     published(fx, lane_id="linux-x86_64-other")
     view = fx.tracker().refresh()
-    digest = records.sha256_digest(data)
+    digest = records.record_digest_of_json(data)
     proof = view.inclusion_proof(digest)
     entry = view.log_entries.entries[view.log_index_by_digest[digest]]
     translog.verify_inclusion_json(entry, proof, view.checkpoint)
@@ -285,8 +285,8 @@ def test_rotation_honours_records_issued_before_and_refuses_later_ones_by_the_re
     # The retired key, stolen, signs a fresh record and someone side-loads it.
     name, stolen, _ = testing_repo.record_file(fx.issuer, issued_at=timestamps.now() + dt.timedelta(seconds=1))
     view = tracker.refresh()
-    view.log_index_by_digest[records.sha256_digest(stolen)] = 0  # even if it were in the log
-    copy = admission.SignedInput(dsse.envelope_from_json(stolen), records.sha256_digest(stolen), name)
+    view.log_index_by_digest[records.record_digest_of_json(stolen)] = 0  # even if it were in the log
+    copy = admission.SignedInput(dsse.envelope_from_json(stolen), records.record_digest_of_json(stolen), name)
     refused_with(tracker_admission.decide_from_view(dataclasses.replace(view, records=[]), POLICY,
                                                     routes.route_for(report), extra_records=[copy]), "revoked")
     # The publisher refuses to publish what the retired key signs.

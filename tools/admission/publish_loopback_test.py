@@ -61,7 +61,7 @@ def test_publish_admit_revoke_refuse_over_loopback_http(served):
     lanes_part = st["predicate"]["lanes"]
     assert st["predicate"]["verificationResult"] == "PASSED"
     (digest, proof), = lanes_part["inclusion_proofs"].items()
-    assert digest == records.sha256_digest(data)
+    assert digest == records.record_digest_of_json(data)
     entry = view.log_entries.entries[int(proof["log_index"])]
     translog.verify_inclusion_json(entry, proof["proof"], view.checkpoint)
     _stamp("signed decision summary verified; inclusion proof of the record checks against checkpoint "
@@ -72,10 +72,10 @@ def test_publish_admit_revoke_refuse_over_loopback_http(served):
     with pytest.raises(Exception, match="does not verify"):
         decision_summary.verify(envelope, Ed25519PrivateKey.generate().public_key())
 
-    rev = revocations.make(record_digest=records.sha256_digest(data), reason="driver regression found after certification",
+    rev = revocations.make(record_digest=records.record_digest_of_json(data), reason="driver regression found after certification",
                            now=timestamps.now())
     version = fx.repo.publish(fx.signers, (), [revocations.sign(rev, fx.issuer)])
-    _stamp(f"revoked {records.sha256_digest(data)[:23]} in targets v{version}", t0)
+    _stamp(f"revoked {records.record_digest_of_json(data)[:23]} in targets v{version}", t0)
     decision, view = tracker_admission.refresh_and_decide(tracker, testing_repo.policy(), route)
     _stamp(f"Tracker refreshed (targets v{view.versions['targets']}, log size {view.checkpoint.tree_size}): "
            f"{'ROUTABLE' if decision.routable else 'REFUSED'} {list(decision.reasons)}", t0)

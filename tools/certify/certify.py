@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import pathlib
+from collections.abc import Callable
 
 from google.protobuf import json_format
 
@@ -36,6 +37,21 @@ def _require_trusted(env: dsse.Envelope, store, policy_id: str, verify_fn, now: 
     rec = verify_fn(env, store)
     records.check_times(rec, store, now, max_age)
     return rec
+
+
+def _sign_trusted(sign: Callable[[object, str, dt.datetime], tuple[str, dsse.Envelope]], verify_fn,
+                  key_path: pathlib.Path | str, policy_path: pathlib.Path | str, out_dir: pathlib.Path | str,
+                  now: dt.datetime | None) -> pathlib.Path:
+    """Signs with the key at key_path (`sign(key, policy_id, now)` -> file name and envelope), refuses a
+    key the policy does not trust, and writes the envelope to <out_dir>/<file name>; returns that path."""
+    policy = policy_lib.load_policy(policy_path)
+    store = policy_lib.validate(policy, str(policy_path))
+    now = now or timestamps.now()
+    name, env = sign(keys.load_private_key(key_path), policy.policy_id, now)
+    _require_trusted(env, store, policy.policy_id, verify_fn, now, policy.max_record_age_days)
+    path = pathlib.Path(out_dir) / name
+    _write_atomically(path, dsse.envelope_to_json(env))
+    return path
 
 
 def sign_report(
@@ -72,14 +88,12 @@ def certify_report(
         report_bytes = report_path.read_bytes()
     except OSError as err:
         raise UnreadableInputError(f"{report_path}: cannot read runner report ({err.strerror})") from err
-    policy = policy_lib.load_policy(policy_path)
-    store = policy_lib.validate(policy, str(policy_path))
-    now = now or timestamps.now()
-    record, env = sign_report(report_bytes, keys.load_private_key(key_path), policy.policy_id, validity_days, now)
-    _require_trusted(env, store, policy.policy_id, records.verify_record, now, policy.max_record_age_days)
-    path = pathlib.Path(out_dir) / records.record_file_name(record)
-    _write_atomically(path, dsse.envelope_to_json(env))
-    return path
+
+    def sign(key, policy_id: str, now: dt.datetime) -> tuple[str, dsse.Envelope]:
+        record, env = sign_report(report_bytes, key, policy_id, validity_days, now)
+        return records.record_file_name(record), env
+
+    return _sign_trusted(sign, records.verify_record, key_path, policy_path, out_dir, now)
 
 
 def sign_compatibility_file(
@@ -98,20 +112,16 @@ def sign_compatibility_file(
         raise UnreadableInputError(f"{compat_path}: not a readable CompatibilityRecord JSON ({err})") from err
     if len(set(rec.lane_ids)) < 2 or not rec.model_sha256:
         raise IncompleteReportError(f"{compat_path}: a compatibility record needs two or more lane_ids and model_sha256")
-    policy = policy_lib.load_policy(policy_path)
-    store = policy_lib.validate(policy, str(policy_path))
-    now = now or timestamps.now()
-    key = keys.load_private_key(key_path)
-    rec.schema_version = rec.schema_version or records.COMPATIBILITY_SCHEMA_VERSION
-    rec.issuer = dsse.keyid_for(key)
-    rec.issued_at = timestamps.format_utc(now)
-    rec.expires_at = timestamps.format_utc(now + dt.timedelta(days=validity_days))
-    env = records.sign_compatibility(rec, key)
-    _require_trusted(env, store, policy.policy_id, records.verify_compatibility, now, policy.max_record_age_days)
-    model = rec.model_sha256.removeprefix("sha256:")[:12]
-    path = pathlib.Path(out_dir) / f"{'+'.join(sorted(rec.lane_ids))}.{model}.compat.dsse.json"
-    _write_atomically(path, dsse.envelope_to_json(env))
-    return path
+
+    def sign(key, policy_id: str, now: dt.datetime) -> tuple[str, dsse.Envelope]:
+        rec.schema_version = rec.schema_version or records.COMPATIBILITY_SCHEMA_VERSION
+        rec.issuer = dsse.keyid_for(key)
+        rec.issued_at = timestamps.format_utc(now)
+        rec.expires_at = timestamps.format_utc(now + dt.timedelta(days=validity_days))
+        model = rec.model_sha256.removeprefix("sha256:")[:12]
+        return f"{'+'.join(sorted(rec.lane_ids))}.{model}.compat.dsse.json", records.sign_compatibility(rec, key)
+
+    return _sign_trusted(sign, records.verify_compatibility, key_path, policy_path, out_dir, now)
 
 
 def verify(

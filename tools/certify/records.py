@@ -73,6 +73,18 @@ def sha256_digest(data: bytes) -> str:
     return "sha256:" + core_digest.sha256_bytes(data)
 
 
+def record_digest(env: dsse.Envelope) -> str:
+    """The digest naming a record (or revocation) for revocation, dedup, the transparency log and
+    decisions: sha256 over the DSSE PAE of its payload type and payload, i.e. what was signed, never
+    the envelope file's bytes (a re-indented or re-encoded copy is the same record)."""
+    return dsse.envelope_digest(env)
+
+
+def record_digest_of_json(data: bytes | str) -> str:
+    """record_digest of an envelope file's bytes (parsed strictly; MalformedEnvelopeError otherwise)."""
+    return record_digest(dsse.envelope_from_json(data))
+
+
 def device_class_slug(dc: runner_report_pb2.DeviceClass) -> str:
     """File-name-safe summary of the scope key, e.g. "cuda-nvidia-h200-9.0-580"."""
     parts = [dc.backend]
@@ -331,7 +343,8 @@ def check_times(record: Record, trusted, now: dt.datetime, max_age_days: int = 0
     store.check_window(record.issuer, issued, now)
     if expires <= now:
         raise ExpiredRecordError(f"expired at {record.expires_at}; re-certify the lane")
-    if max_age_days and now - issued > dt.timedelta(days=max_age_days):
+    # A policy may say any uint32 number of days; timedelta stops at 999,999,999 days, far past any age.
+    if max_age_days and now - issued > dt.timedelta(days=min(max_age_days, dt.timedelta.max.days)):
         raise ExpiredRecordError(
             f"issued {record.issued_at}, older than the policy's {max_age_days} days; re-certify the lane"
         )

@@ -131,8 +131,10 @@ def default_split(n_servers: int) -> str:
 
 def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, model: pathlib.Path,
             out_dir: pathlib.Path, tolerances: Tolerances, threads: int, timeout_s: float = 300,
-            tensor_split: str = "") -> dict:
-    """Runs the route and every comparison; writes the raw files and compat_report.json; returns it."""
+            tensor_split: str = "", cpu_evidence: pathlib.Path | None = None) -> dict:
+    """Runs the route and every comparison; writes the raw files and compat_report.json; returns it.
+    `cpu_evidence` is the CPU lane's build evidence (its lane manifest's), which the report names by
+    digest; without it (or where it is not a file) the report names none."""
     if len(lanes) < 2 or len({lane.backend for lane in lanes}) < 2:
         raise RouteError("a mixed route needs two or more lanes of different backends")
     aliases = [lane.alias for lane in lanes]
@@ -221,7 +223,7 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                    "certification_report_digest": _digest(lane.report) if lane.report else "",
                    "device_class": _device_class(lane.report)} for lane in lanes],
         "client_lane": client,
-        "cpu_lane_build_evidence_digest": _evidence_digest_beside(cpu_lane_dir),
+        "cpu_lane_build_evidence_digest": _evidence_digest(cpu_evidence),
         "model_sha256": _digest(model).removeprefix("sha256:"),
         "prompts": list(PROMPTS),
         "network": {"endpoints": endpoints.split(","), "loopback": True,
@@ -237,9 +239,8 @@ def _digest(path: pathlib.Path) -> str:
     return "sha256:" + hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
 
 
-def _evidence_digest_beside(lane_dir: pathlib.Path) -> str:
-    ev = lane_dir.parent / f"{lane_dir.name}.evidence.pb"
-    return build_evidence.evidence_digest(ev) if ev.is_file() else ""
+def _evidence_digest(evidence: pathlib.Path | None) -> str:
+    return build_evidence.evidence_digest(evidence) if evidence is not None and evidence.is_file() else ""
 
 
 def _device_class(report: pathlib.Path | None) -> dict:

@@ -3,7 +3,8 @@
   python3 -m tools.compat.rpc_route_cli \
       --lane=linux-x86_64-cuda:/w/lanes/cuda \
       --lane=linux-x86_64-vulkan:/w/lanes/vulkan:Vulkan0 \
-      --client=linux-x86_64-cuda --cpu_lane_dir=/w/lanes/cpu --model=tiny.gguf --spec=spec.json --out_dir=OUT
+      --client=linux-x86_64-cuda --cpu_lane_dir=/w/lanes/cpu --cpu_evidence=/w/lanes/cpu.evidence.pb \
+      --model=tiny.gguf --spec=spec.json --out_dir=OUT
 
 Each --lane is LANE_ID:LANE_DIR[:DEVICE[:RUNNER_REPORT]]; its build evidence is LANE_DIR.evidence.pb.
 Exit 0 only when every comparison is within tolerance (OUT/compat_report.json says why not).
@@ -24,6 +25,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_multi_string("lane", [], "LANE_ID:LANE_DIR[:DEVICE[:RUNNER_REPORT]], one per node of the route.")
 flags.DEFINE_string("client", None, "The lane whose llama-logits/llama-completion drive the route.")
 flags.DEFINE_string("cpu_lane_dir", None, "The CPU lane (a comparison party).")
+flags.DEFINE_string("cpu_evidence", "", "The CPU lane's build evidence (the `evidence` of its //lanes:cpu.lane.json), "
+                    "named by digest in the report; without it the report names no CPU lane build.")
 flags.DEFINE_string("model", None, "GGUF model.")
 flags.DEFINE_string("spec", None, "The lane spec (//lanes:spec.json): backends of the lanes.")
 flags.DEFINE_string("out_dir", None, "Where logs/ and compat_report.json go.")
@@ -56,7 +59,8 @@ def main(argv: list[str]) -> int:
     try:
         report = rpc_route.measure(lanes, FLAGS.client, pathlib.Path(FLAGS.cpu_lane_dir).absolute(),
                                    pathlib.Path(FLAGS.model).absolute(), pathlib.Path(FLAGS.out_dir).absolute(), tol,
-                                   threads=os.cpu_count() or 1, tensor_split=FLAGS.tensor_split)
+                                   threads=os.cpu_count() or 1, tensor_split=FLAGS.tensor_split,
+                                   cpu_evidence=pathlib.Path(FLAGS.cpu_evidence).absolute() if FLAGS.cpu_evidence else None)
     except rpc_route.RouteError as err:
         print(f"rpc_route: {err}", file=sys.stderr)
         return 1

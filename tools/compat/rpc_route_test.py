@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -143,6 +145,13 @@ def test_a_route_needs_two_backends(tmp_path):
                           rpc_route.Tolerances(), threads=1)
 
 
+def test_the_cpu_lane_build_is_named_by_the_evidence_given(tmp_path):
+    assert rpc_route._evidence_digest(None) == "" and rpc_route._evidence_digest(tmp_path / "absent.pb") == ""
+    given = tmp_path / "given.pb"
+    given.write_bytes(b"\x08\x02")
+    assert rpc_route._evidence_digest(given) == "sha256:" + hashlib.sha256(b"\x08\x02").hexdigest()
+
+
 def _measured(tmp_path, **kw) -> pathlib.Path:
     out = _write_run(tmp_path / "m", **kw)
     report = {"lanes": [{"lane_id": "linux-x86_64-cuda", "backend": "cuda", "server_device": "CUDA0",
@@ -170,53 +179,56 @@ def test_record_from_a_compatible_measurement(tmp_path):
     assert set(rec.comparisons) == {"cuda", "vulkan", "cpu"}
 
 
+def _report(out: pathlib.Path) -> dict:
+    return json.loads((out / rpc_route.REPORT_FILE).read_text())
+
+
+def _edit_report(out: pathlib.Path, edit: Callable[[dict], object]) -> None:
+    """Rewrites the measured report with edit(report) applied, its log digests left as they are."""
+    report = _report(out)
+    edit(report)
+    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
+
+
+def _assert_refused(out: pathlib.Path, match: str) -> None:
+    with pytest.raises(compat_record.CompatibilityInputError, match=match):
+        compat_record.build(out, IDS)
+
+
 def test_edited_report_is_refused(tmp_path):
     out = _measured(tmp_path)
-    report = json.loads((out / rpc_route.REPORT_FILE).read_text())
-    report["worst"]["mean_kl"] = 0.0 if report["worst"]["mean_kl"] else 1e-9
-    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
-    with pytest.raises(compat_record.CompatibilityInputError, match="worst differs"):
-        compat_record.build(out, IDS)
+    _edit_report(out, lambda report: report["worst"].update(mean_kl=0.0 if report["worst"]["mean_kl"] else 1e-9))
+    _assert_refused(out, "worst differs")
 
 
 def test_a_figure_re_derived_on_another_cpu_may_differ_in_its_last_bits_only(tmp_path):
     # numpy's SIMD sums differ in the last bits between CPUs: the device host's figures, re-derived
     # here, must still be accepted; an edit of one part in a million must not.
     out = _measured(tmp_path)
-    report = json.loads((out / rpc_route.REPORT_FILE).read_text())
-    kl = report["comparisons"]["cpu"]["mean_kl"]
-    report["comparisons"]["cpu"]["mean_kl"] = kl * (1 + 4e-15) if kl else 1e-18
-    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
+    kl = _report(out)["comparisons"]["cpu"]["mean_kl"]
+    _edit_report(out, lambda report: report["comparisons"]["cpu"].update(mean_kl=kl * (1 + 4e-15) if kl else 1e-18))
     assert compat_record.build(out, IDS).comparisons["cpu"]
-    report["comparisons"]["cpu"]["mean_kl"] = kl * (1 + 1e-6) if kl else 1e-9
-    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
-    with pytest.raises(compat_record.CompatibilityInputError, match="comparisons differs"):
-        compat_record.build(out, IDS)
+    _edit_report(out, lambda report: report["comparisons"]["cpu"].update(mean_kl=kl * (1 + 1e-6) if kl else 1e-9))
+    _assert_refused(out, "comparisons differs")
 
 
 def test_report_naming_other_lanes_than_measured_is_refused(tmp_path):
     out = _measured(tmp_path)
-    report = json.loads((out / rpc_route.REPORT_FILE).read_text())
-    report["lanes"][1]["certification_report_digest"] = "sha256:" + "d" * 64  # would bind another record
-    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
-    with pytest.raises(compat_record.CompatibilityInputError, match="lanes differ"):
-        compat_record.build(out, IDS)
+    # Would bind another certification record.
+    _edit_report(out, lambda report: report["lanes"][1].update(certification_report_digest="sha256:" + "d" * 64))
+    _assert_refused(out, "lanes differ")
 
 
 def test_report_with_looser_tolerances_than_applied_is_refused(tmp_path):
     out = _measured(tmp_path)
-    report = json.loads((out / rpc_route.REPORT_FILE).read_text())
-    report["tolerances"]["max_mean_kl"] = 1.0
-    (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
-    with pytest.raises(compat_record.CompatibilityInputError, match="tolerances differs"):
-        compat_record.build(out, IDS)
+    _edit_report(out, lambda report: report["tolerances"].update(max_mean_kl=1.0))
+    _assert_refused(out, "tolerances differs")
 
 
 def test_changed_raw_file_is_refused(tmp_path):
     out = _measured(tmp_path)
     (out / "logs" / "greedy.cpu.0.txt").write_text("changed")
-    with pytest.raises(compat_record.CompatibilityInputError, match="greedy.cpu.0.txt: missing or changed"):
-        compat_record.build(out, IDS)
+    _assert_refused(out, "greedy.cpu.0.txt: missing or changed")
 
 
 def test_incompatible_measurement_is_not_recorded(tmp_path):
@@ -227,11 +239,6 @@ def test_incompatible_measurement_is_not_recorded(tmp_path):
 def test_lane_without_its_certification_record_is_refused(tmp_path):
     with pytest.raises(compat_record.CompatibilityInputError, match="linux-x86_64-vulkan: no certification record"):
         compat_record.build(_measured(tmp_path), {"sha256:" + "a" * 64: "rec-cuda"})
-
-
-if __name__ == "__main__":
-    import sys
-    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
 
 
 def test_logits_on_the_first_prompts_greedy_on_all(tmp_path):
@@ -250,3 +257,8 @@ def test_greedy_divergence_on_a_prompt_without_logits_is_still_refused(tmp_path)
 def test_logit_prompt_count_outside_the_prompt_set_is_refused(tmp_path, count):
     result = rpc_route.recompute(_write_run(tmp_path, logit_prompts=count))
     assert not result["compatible"] and any("logit_prompts" in p for p in result["problems"])
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -7,16 +7,22 @@
 # Python (3.12) may lack, ctest itself among them (CMake's PyPI wheel, sha256-pinned: static enough
 # to run on any manylinux host).
 #
-#   usage: tools/ctest/pack_bundle.sh LANE      (after bazel build //lanes:LANE //lanes:LANE_ctest)
+#   usage: tools/ctest/pack_bundle.sh LANE      (after bazel build //lanes:LANE //lanes:LANE.lane.json
+#                                                //lanes:LANE_ctest)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 lane=${1:?usage: pack_bundle.sh LANE (cpu, cuda, vulkan)}
 CMAKE_WHEEL=cmake-3.31.6-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
 CMAKE_WHEEL_SHA256=1c8b05df0602365da91ee6a3336fe57525b137706c4ab5675498f662ae1dbcec
-for f in "bazel-bin/lanes/$lane/lib" "bazel-bin/lanes/$lane.evidence.pb" "bazel-bin/lanes/${lane}_ctest/manifest.json" \
-         bazel-bin/proto/ctest_report_pb2.py bazel-bin/tools/model/tiny_llama_f32.gguf; do
+# The lane's files are where its manifest says (lane_tar reads it, and fails naming what to build).
+if [ ! -f "bazel-bin/lanes/$lane.lane.json" ]; then
+  echo "pack_bundle: bazel-bin/lanes/$lane.lane.json is missing: build //lanes:$lane.lane.json first" \
+       "(bazel build //lanes:$lane //lanes:$lane.lane.json //lanes:${lane}_ctest //proto:ctest_report_py_pb2 //tools/model:tiny_llama_f32)" >&2
+  exit 2
+fi
+for f in "bazel-bin/lanes/${lane}_ctest/manifest.json" bazel-bin/proto/ctest_report_pb2.py bazel-bin/tools/model/tiny_llama_f32.gguf; do
   if [ ! -e "$f" ]; then
-    echo "pack_bundle: $f is missing; first run: bazel build //lanes:$lane //lanes:${lane}_ctest //proto:ctest_report_py_pb2 //tools/model:tiny_llama_f32" >&2
+    echo "pack_bundle: $f is missing; first run: bazel build //lanes:$lane //lanes:$lane.lane.json //lanes:${lane}_ctest //proto:ctest_report_py_pb2 //tools/model:tiny_llama_f32" >&2
     exit 2
   fi
 done

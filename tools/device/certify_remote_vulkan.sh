@@ -126,7 +126,8 @@ unset GGML_VK_VISIBLE_DEVICES
 python3 -m tools.compat.rpc_route_cli \
   --lane="linux-x86_64-cuda:$work/lanes/cuda:CUDA0:$cuda_report" \
   --lane="linux-x86_64-vulkan:$work/lanes/vulkan:$vk_dev:$work/run/runner_report.pb" \
-  --client=linux-x86_64-cuda --cpu_lane_dir="$work/lanes/cpu" --model="$models/tiny_llama_f32.gguf" \
+  --client=linux-x86_64-cuda --cpu_lane_dir="$work/lanes/cpu" --cpu_evidence="$work/lanes/cpu.evidence.pb" \
+  --model="$models/tiny_llama_f32.gguf" \
   --spec="$carry/spec.json" --out_dir="$work/compat" 2>&1 | tee "$out/compat.txt"
 compat_status=${PIPESTATUS[0]}
 set -e

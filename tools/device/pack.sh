@@ -4,12 +4,20 @@
 # step), the lane spec, generated protobuf modules, the pinned vocab and the embedded model's
 # digest, and wheels for the remote Python (3.12) that it lacks.
 #   usage: tools/device/pack.sh [ALIAS ...]   (default: cuda cpu; after bazel build //lanes:<alias>
-#          //lanes:<alias>_ctest //proto:all //tools/model:tiny_llama_f32)
+#          //lanes:<alias>.lane.json //lanes:<alias>_ctest //proto:all //tools/model:tiny_llama_f32)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 carry=.devcarry
 aliases=("$@")
 [ ${#aliases[@]} -gt 0 ] || aliases=(cuda cpu)
+# Each lane's files are where its manifest says: check them all before packing any.
+for alias in "${aliases[@]}"; do
+  if [ ! -f "bazel-bin/lanes/$alias.lane.json" ]; then
+    echo "pack: bazel-bin/lanes/$alias.lane.json is missing: build //lanes:$alias.lane.json first" \
+         "(bazel build //lanes:$alias //lanes:$alias.lane.json)" >&2
+    exit 2
+  fi
+done
 rm -rf "$carry"; mkdir -p "$carry/py/proto" "$carry/wheels"
 # xz's largest dictionary: the test executables of a CTest bundle share most of their bytes.
 export XZ_OPT=-9

@@ -46,12 +46,19 @@ t=$(now)
 bash tools/farm/farm.sh start || fail "farm did not start"
 start_s=$(since "$t")
 
+# Builds //lanes:cpu with output base $1 (a machine of its own), log $LOGS/$2.log, failing with $3;
+# sets build_s and summary (Bazel's `INFO: N processes: ...` line).
+build_lane() {
+  local t; t=$(now)
+  bazel --output_base="$1" build "${FLAGS[@]}" //lanes:cpu >"$LOGS/$2.log" 2>&1 \
+    || { tail -40 "$LOGS/$2.log"; fail "$3"; }
+  build_s=$(since "$t")
+  summary=$(grep -E '^INFO: [0-9]+ processes' "$LOGS/$2.log")
+}
+
 # 1. Remote execution of the CMake stages in the CPU pool.
-t=$(now)
-bazel --output_base="$OB1" build "${FLAGS[@]}" //lanes:cpu >"$LOGS/build1.log" 2>&1 \
-  || { tail -40 "$LOGS/build1.log"; fail "remote build of //lanes:cpu failed"; }
-build1_s=$(since "$t")
-summary1=$(grep -E '^INFO: [0-9]+ processes' "$LOGS/build1.log")
+build_lane "$OB1" build1 "remote build of //lanes:cpu failed"
+build1_s=$build_s summary1=$summary
 echo "farm_integration_test: machine 1: $summary1"
 echo "$summary1" | grep -qE '[0-9]+ remote[,.]' || fail "no action ran remotely"
 grep ' executed .*cmake_build' "$LANES_FARM_DIR/cpu-worker.log" | sed 's/^/  /'
@@ -61,11 +68,8 @@ grep -q 'cmake_build' "$LANES_FARM_DIR/gpu-worker.log" && fail "a CMake stage ra
 
 # 2. A second machine: clean output base, served from the remote cache, byte-identical artifacts.
 before=$(executed)
-t=$(now)
-bazel --output_base="$OB2" build "${FLAGS[@]}" //lanes:cpu >"$LOGS/build2.log" 2>&1 \
-  || { tail -40 "$LOGS/build2.log"; fail "second build of //lanes:cpu failed"; }
-build2_s=$(since "$t")
-summary2=$(grep -E '^INFO: [0-9]+ processes' "$LOGS/build2.log")
+build_lane "$OB2" build2 "second build of //lanes:cpu failed"
+build2_s=$build_s summary2=$summary
 echo "farm_integration_test: machine 2: $summary2"
 echo "$summary2" | grep -q 'remote cache hit' || fail "second machine got no remote cache hit"
 echo "$summary2" | grep -qE '[0-9]+ remote[,.]' && fail "second machine executed actions remotely"

@@ -22,9 +22,9 @@ import sys
 from proto import runner_report_pb2
 from tools.admission import policy_edit
 from tools.audit import audit
-from tools.certify import certify, records
+from tools.certify import certify, records, schema_versions
 from tools.core import atomic_files
-from tools.evidence import build_evidence, run_readme
+from tools.evidence import build_evidence, lane_manifest, run_readme
 from tools.matrix import matrix_view
 from tools.model import model_store
 from tools.policy import dsse, keys
@@ -111,7 +111,8 @@ def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> bool:
         required_checks=[c for c in CHECKS if c != "upstream_ctest"] if fresh else None,
         lane_required_checks=[(lane_id, "upstream_ctest") for lane_id in in_certification],
         max_record_age_days=None if policy_path.exists() else 90,
-        supported_record_schema_versions=None if policy_path.exists() else [1],
+        # A fresh policy accepts every record version this verifier knows.
+        supported_record_schema_versions=None if policy_path.exists() else sorted(schema_versions.CERTIFICATION.known()),
     )
     print(f"certify: enrolled key {keyid[:16]}... in the policy; review and commit it to trust this issuer")
     return True
@@ -168,14 +169,28 @@ def output_root(workspace: pathlib.Path, publish: bool) -> pathlib.Path:
     return root
 
 
+def bazel_lane(alias: str) -> lane_manifest.LaneManifest:
+    """The lane Bazel built for this job: its manifest in the job's runfiles (the working directory of
+    `bazel run`), which //tools:certify carries for the CPU lane."""
+    path = lane_manifest.runfiles_path(alias)
+    if not pathlib.Path(path).is_file():
+        raise MainJobError(f"no {lane_manifest.label(alias)} in this job's runfiles (it carries the CPU lane's); "
+                           "pass --lane_dir and --evidence for a lane built elsewhere")
+    return lane_manifest.load(path, ".")
+
+
+def lane_file(given: str, alias: str, field: str) -> pathlib.Path:
+    """A flag's path (--lane_dir, --evidence, --cpu_lane_dir) where given, else `field` of the lane's
+    manifest (bazel_lane): the flags win, and without them nothing guesses a file name."""
+    return pathlib.Path(given).resolve() if given else getattr(bazel_lane(alias), field).resolve()
+
+
 def run_job(opts: JobOptions) -> int:
     workspace = pathlib.Path(opts.workspace).resolve()
     sweep_leftovers(workspace)
     spec = build_evidence.load_json(SPEC)
     lane_id, alias = resolve_lane(spec, opts.lane)
-    lane_dir = pathlib.Path(opts.lane_dir or f"lanes/{alias}").resolve()
-    evidence = pathlib.Path(opts.evidence or f"lanes/{alias}.evidence.pb").resolve()
-    cpu_lane = pathlib.Path(opts.cpu_lane_dir or "lanes/cpu").resolve()
+    evidence = lane_file(opts.evidence, alias, "evidence")
     root = output_root(workspace, opts.publish)
     policy_path = workspace / opts.policy if opts.policy else root / "policy.json"
     runs = workspace / opts.runs if opts.runs else root / "runs"
@@ -201,6 +216,8 @@ def run_job(opts: JobOptions) -> int:
         finally:
             shutil.rmtree(staging.parent, ignore_errors=True)
 
+    lane_dir = lane_file(opts.lane_dir, alias, "lane_dir")
+    cpu_lane = lane_file(opts.cpu_lane_dir, "cpu", "lane_dir") if alias != "cpu" else None
     # The run happens outside the repository; evidence/ is touched only once it is complete. The
     # dir's name carries this process's pid and start time: if we are killed, the next run removes it.
     staging = run_lock.make_staging_dir(f"lanes-run-{alias}-")
@@ -252,7 +269,7 @@ def _run_and_sign(opts: JobOptions, staging, lane_id, alias, lane_dir, evidence,
     config = RunnerConfig(
         lane=lane_id, lane_dir=lane_dir, evidence=evidence, spec=pathlib.Path(SPEC).resolve(),
         model=model, model_source=source,
-        out_dir=staging, report=staging / "runner_report.pb", cpu_lane_dir=cpu_lane if alias != "cpu" else None,
+        out_dir=staging, report=staging / "runner_report.pb", cpu_lane_dir=cpu_lane,
         kv_types=tuple(opts.kv_types),
         roofline_model=pathlib.Path(CPU_ROOFLINE_MODEL).resolve() if alias == "cpu" else None,
         upstream_dir=_upstream_build(workspace, alias),
@@ -328,7 +345,8 @@ def main(opts: JobOptions) -> int:
     says why), 3 a write under evidence/ failed (nothing was published partially)."""
     try:
         return run_job(opts)
-    except (MainJobError, TrustError, model_store.ModelStoreError, speed_floors.PolicyFloorsError) as err:
+    except (MainJobError, TrustError, model_store.ModelStoreError, speed_floors.PolicyFloorsError,
+            lane_manifest.LaneManifestError) as err:
         print(f"certify: {err}", file=sys.stderr)
         return 2
     except atomic_files.AtomicWriteError as err:

@@ -13,9 +13,12 @@ _DEFAULTS = main_job.JobOptions()
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("lane", _DEFAULTS.lane, "Lane alias or id.")
-flags.DEFINE_string("lane_dir", "", "Lane directory (bin/, lib/); default: the lane Bazel built for this job.")
-flags.DEFINE_string("evidence", "", "The lane's <alias>.evidence.pb; default: beside the Bazel-built lane.")
-flags.DEFINE_string("cpu_lane_dir", "", "CPU lane for accelerator parity and speed-up; default: the Bazel-built one.")
+flags.DEFINE_string("lane_dir", "", "Lane directory (bin/, lib/); default: the lane_dir of the lane's manifest "
+                    "(//lanes:<alias>.lane.json) in this job's runfiles.")
+flags.DEFINE_string("evidence", "", "The lane's build evidence (binary proto); default: the evidence of the lane's manifest "
+                    "(//lanes:<alias>.lane.json) in this job's runfiles.")
+flags.DEFINE_string("cpu_lane_dir", "", "CPU lane for accelerator parity and speed-up; default: the lane_dir of "
+                    "//lanes:cpu.lane.json in this job's runfiles.")
 flags.DEFINE_string("ctest_bundle", "", "The lane's llama.cpp CTest bundle for the runner's upstream_ctest step; default, where "
                     "the lane spec runs the suite in certification: bazel-bin/lanes/<alias>_ctest (bazel build //lanes:<alias>_ctest).")
 flags.DEFINE_string("model", main_job.EMBEDDED_MODEL, "GGUF to certify: the embedded model (default), or a model in the "

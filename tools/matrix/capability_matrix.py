@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import os
 import pathlib
 from collections.abc import Callable
 from typing import Any
 
-from tools.evidence import build_evidence
+from tools.evidence import build_evidence, lane_manifest
 
 BUILT, UNAVAILABLE, FAILED, NOT_BUILT = "BUILT", "UNAVAILABLE", "FAILED", "NOT BUILT"
 DARK = "dark"
@@ -51,16 +52,25 @@ def build_status(alias: str, availability: dict[str, Any], bazel_bin: pathlib.Pa
     """(status, detail, evidence digest) for one lane, from its evidence and artifacts on disk."""
     if availability["status"] != "AVAILABLE":
         return UNAVAILABLE, availability["reason"], ""
-    evidence_pb = bazel_bin / "lanes" / f"{alias}.evidence.pb"
+    build = f"bazel build //lanes:{alias} {lane_manifest.label(alias)}"
+    if not (bazel_bin / lane_manifest.runfiles_path(alias)).is_file():
+        return NOT_BUILT, f"no lane manifest at bazel-bin/{lane_manifest.runfiles_path(alias)}; run {build}", ""
+    try:
+        lane = lane_manifest.load_built(alias, bazel_bin)
+    except lane_manifest.LaneManifestError as err:
+        return FAILED, str(err), ""
+    evidence_pb = lane.evidence
     if not evidence_pb.exists():
-        return NOT_BUILT, f"no evidence at bazel-bin/lanes/{alias}.evidence.pb; run bazel build //lanes:{alias}", ""
+        # bazel-bin-relative: the matrix is committed, so no host's paths.
+        shown = pathlib.PurePosixPath("bazel-bin", os.path.relpath(evidence_pb, os.path.abspath(bazel_bin)))
+        return NOT_BUILT, f"no evidence at {shown}; run {build}", ""
     try:
         ev = build_evidence.read_evidence(evidence_pb)
     except build_evidence.EvidenceError as err:
         return FAILED, str(err), ""
     if ev.status != ev.BUILT:
         return FAILED, ev.reason or "evidence status is not BUILT", ""
-    problems = build_evidence.verify_artifacts(ev, bazel_bin / "lanes" / alias)
+    problems = build_evidence.verify_artifacts(ev, lane.lane_dir)
     if problems:
         return FAILED, "artifacts do not match the evidence: " + "; ".join(problems[:3]), ""
     commit = ev.upstream.commit[:7]

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tools.evidence import build_evidence
+from tools.evidence import build_evidence, lane_manifest
 from tools.matrix import capability_matrix as cm
 
 SPEC = {"lanes": {
@@ -31,7 +31,14 @@ def _build_lane(bazel_bin: pathlib.Path) -> pathlib.Path:
     ev = build_evidence.make_evidence(lane_id="linux-x86_64-cpu", lane_dir=lane_dir, pin=pin, sdk={"name": "host-cc"},
                                       stage_metas=[meta], targets=["llama-completion"], bazel_version="4.2.3")
     build_evidence.write_evidence(ev, bazel_bin / "lanes" / "cpu.evidence.pb", bazel_bin / "lanes" / "cpu.evidence.json")
+    _write_manifest(bazel_bin)
     return lane_dir
+
+
+def _write_manifest(bazel_bin: pathlib.Path, evidence: str = "lanes/cpu.evidence.pb") -> None:
+    (bazel_bin / "lanes").mkdir(parents=True, exist_ok=True)
+    (bazel_bin / "lanes" / "cpu.lane.json").write_text(lane_manifest.encode(
+        "cpu", "linux-x86_64-cpu", "lanes/cpu", evidence, evidence.removesuffix(".pb") + ".json"))
 
 
 def _rows(bazel_bin):
@@ -62,6 +69,27 @@ def test_missing_artifact_and_garbage_evidence_fail(tmp_path):
     assert "missing" in _rows(tmp_path)["linux-x86_64-cpu"].build_detail
     (tmp_path / "lanes" / "cpu.evidence.pb").write_bytes(b"\xff\xff not a proto")
     assert _rows(tmp_path)["linux-x86_64-cpu"].build_status == cm.FAILED
+
+
+def test_the_lane_is_found_by_its_manifest_only(tmp_path):
+    _build_lane(tmp_path)
+    (tmp_path / "lanes" / "cpu.lane.json").unlink()
+    row = _rows(tmp_path)["linux-x86_64-cpu"]
+    assert row.build_status == cm.NOT_BUILT
+    assert row.build_detail == ("no lane manifest at bazel-bin/lanes/cpu.lane.json; "
+                                "run bazel build //lanes:cpu //lanes:cpu.lane.json")
+    # The manifest names the evidence: one it names that is not there is not built, whatever lies beside.
+    _write_manifest(tmp_path, evidence="lanes/cpu/cpu.evidence.pb")
+    row = _rows(tmp_path)["linux-x86_64-cpu"]
+    assert (row.build_status, row.build_detail) == (
+        cm.NOT_BUILT, "no evidence at bazel-bin/lanes/cpu/cpu.evidence.pb; run bazel build //lanes:cpu //lanes:cpu.lane.json")
+
+
+def test_a_broken_manifest_fails_the_lane(tmp_path):
+    _build_lane(tmp_path)
+    (tmp_path / "lanes" / "cpu.lane.json").write_text('{"schema_version": 9}')
+    row = _rows(tmp_path)["linux-x86_64-cpu"]
+    assert row.build_status == cm.FAILED and "schema_version 9" in row.build_detail
 
 
 def test_renderings_carry_every_lane(tmp_path):

@@ -13,6 +13,7 @@ from proto import admission_pb2, runner_report_pb2
 from tools.admission import admission
 from tools.certify import records as records_lib
 from tools.matrix.capability_matrix import DARK, Certifier
+from tools.policy import dsse
 from tools.policy import policy as policy_lib
 from tools.policy import timestamps
 from tools.policy.errors import TrustError
@@ -57,7 +58,12 @@ def _revocation_screen(revocations_dir: pathlib.Path | None, store):
     def screen(digest, env, rec):
         if rec is None:
             return None
-        why = rev_set.reason(digest, rec, [s.keyid for s in env.signatures])
+        # The keys whose signatures verified, never the envelope's unauthenticated keyid hints.
+        try:
+            verified = dsse.verify(env, store.public_keys)
+        except TrustError as err:
+            return err.code, str(err)
+        why = rev_set.reason(digest, rec, verified)
         return (revocations_lib.REVOKED, why[len(revocations_lib.REVOKED) + 2:]) if why else None
     return screen
 

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tools.certify import records, sample_reports
-from tools.evidence import build_evidence
+from tools.evidence import build_evidence, lane_manifest
 from tools.matrix import capability_matrix as cm
 from tools.matrix import certification_status as cs
 from tools.policy import dsse, timestamps
@@ -33,6 +33,8 @@ def _build_lane(bazel_bin: pathlib.Path, binary: bytes) -> str:
                                       stage_metas=[meta], targets=["llama-completion"], bazel_version="7")
     pb = bazel_bin / "lanes" / "cpu.evidence.pb"
     build_evidence.write_evidence(ev, pb, pb.with_suffix(".json"))
+    (bazel_bin / "lanes" / "cpu.lane.json").write_text(lane_manifest.encode(
+        "cpu", LANE, "lanes/cpu", "lanes/cpu.evidence.pb", "lanes/cpu.evidence.json"))
     return build_evidence.evidence_digest(pb)
 
 
@@ -104,6 +106,31 @@ def test_a_revoked_record_leaves_its_lane_dark_with_the_reason(tmp_path):
     (revs / "r.dsse.json").write_text(dsse.envelope_to_json(revocations.sign(rev, Ed25519PrivateKey.generate())))
     status, _, routable, detail = cs.policy_certifier(policy_path, records_dir, revs)(LANE, "")
     assert (status, routable) == (cm.DARK, False) and "revocation-unreadable" in detail
+
+
+def test_an_issuer_key_revocation_covers_its_records_without_a_keyid(tmp_path):
+    """The key that verified decides, never the envelope's keyid hint: blanking the keyid of a record
+    whose issuer key is revoked does not bring its lane back."""
+    import json
+
+    from cryptography.hazmat.primitives import serialization
+
+    from tools.publish import revocations
+    key = Ed25519PrivateKey.generate()
+    policy_path, records_dir = _certify(tmp_path, "sha256:" + "12" * 32, key)
+    (record_file,) = records_dir.iterdir()
+    envelope = json.loads(record_file.read_text())
+    for signature in envelope["signatures"]:
+        signature["keyid"] = ""
+    record_file.write_text(json.dumps(envelope))
+    assert cs.policy_certifier(policy_path, records_dir)(LANE, "")[0] == cs.CERTIFIED  # keyid-less still verifies
+    revs = tmp_path / "revocations"
+    revs.mkdir()
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    rev = revocations.make(reason="issuer key leaked", now=timestamps.now(), issuer_public_key=raw)
+    (revs / "r.dsse.json").write_text(dsse.envelope_to_json(revocations.sign(rev, key)))
+    status, _, routable, detail = cs.policy_certifier(policy_path, records_dir, revs)(LANE, "")
+    assert (status, routable) == (cm.DARK, False) and "issuer key leaked" in detail, detail
 
 
 def test_records_of_other_lanes_leave_the_lane_dark(tmp_path):

@@ -49,6 +49,12 @@ def keyid_for(key: Ed25519PublicKey | Ed25519PrivateKey | bytes) -> str:
 
 
 pae = core_dsse.pae
+signed_digest = core_dsse.signed_digest
+
+
+def envelope_digest(env: Envelope) -> str:
+    """What the envelope's signatures cover, as "sha256:<hex>" (tools/core/dsse.signed_digest)."""
+    return core_dsse.signed_digest(env.payload_type, env.payload)
 
 
 def sslib_key(key: Ed25519PublicKey | Ed25519PrivateKey) -> SSlibKey:
@@ -81,9 +87,15 @@ def verify(env: Envelope, trusted: Mapping[str, Ed25519PublicKey]) -> list[str]:
 
     UnknownKeyError: no signature names a trusted key. BadSignatureError: some do, none verifies.
     A signature without a keyid is tried against every trusted key (DSSE makes keyid optional).
+    The returned key ids are the keys whose signatures verified, never the keyid hints written in
+    the envelope: DSSE's keyid is unauthenticated and must not decide anything, so revocation and
+    retirement are applied to these.
     """
     if not env.signatures:
         raise UnknownKeyError("the envelope carries no signatures; sign it with tools/certify")
+    if len(env.signatures) > core_dsse.MAX_SIGNATURES:
+        raise MalformedEnvelopeError(f"{len(env.signatures)} signatures, more than the {core_dsse.MAX_SIGNATURES} "
+                                     "an envelope may carry")
     message = pae(env.payload_type, env.payload)
     verified: list[str] = []
     tried: list[str] = []

@@ -14,8 +14,11 @@ import stat
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from tools.policy import dsse
-from tools.policy.errors import KeyFileError, KeyLocationError
+from tools.policy import dsse, safe_io
+from tools.policy.errors import KeyFileError, KeyLocationError, TrustError
+
+# A PEM Ed25519 key is about 120 bytes; anything much larger is not a key file.
+MAX_KEY_FILE_BYTES = 64 << 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,8 +43,43 @@ def git_work_tree_containing(path: pathlib.Path) -> pathlib.Path | None:
     return None
 
 
+def _make_private_dirs(directory: pathlib.Path) -> None:
+    """Creates `directory` and each missing parent as 0700 (not as the umask says): a key directory
+    others can enter or write is one where they can plant names."""
+    missing = []
+    for d in (directory, *directory.parents):
+        if d.exists():
+            break
+        missing.append(d)
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+            os.chmod(d, 0o700)  # mkdir's mode is masked by the umask
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise KeyFileError(f"{d}: cannot create key directory ({err.strerror})") from err
+    if not directory.is_dir():
+        raise KeyFileError(f"{directory} is not a directory")
+
+
+def _create_new(path: pathlib.Path, data: bytes, mode: int) -> None:
+    """Writes a new file: O_EXCL | O_NOFOLLOW, so an existing name, including a planted (even
+    dangling) symlink, is refused instead of written through."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    except FileExistsError as err:
+        raise KeyFileError(f"{path} already exists (a file or a symlink); pick another --name or remove it "
+                           "deliberately") from err
+    except OSError as err:
+        raise KeyFileError(f"{path}: cannot create ({err.strerror})") from err
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
 def generate(name: str, key_dir: pathlib.Path | str | None = None) -> KeyFiles:
-    """Writes a fresh Ed25519 key pair as <key_dir>/<name>.{key,pub,pub.raw}; never overwrites."""
+    """Writes a fresh Ed25519 key pair as <key_dir>/<name>.{key,pub,pub.raw}; never overwrites,
+    never writes through a symlink, creates missing directories 0700."""
     if not name or "/" in name or name.startswith("."):
         raise KeyFileError(f"key name {name!r} must be a plain file name such as 'lanes-ci'")
     directory = pathlib.Path(key_dir).expanduser() if key_dir else default_key_dir()
@@ -51,7 +89,7 @@ def generate(name: str, key_dir: pathlib.Path | str | None = None) -> KeyFiles:
             f"{directory} is inside the git work tree {repo}; a private key there could be committed. "
             f"Use a directory outside any repository (default {default_key_dir()}) via --key_dir"
         )
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _make_private_dirs(directory)
     files = KeyFiles(
         keyid="",
         private_key=directory / f"{name}.key",
@@ -59,33 +97,30 @@ def generate(name: str, key_dir: pathlib.Path | str | None = None) -> KeyFiles:
         public_raw=directory / f"{name}.pub.raw",
     )
     for p in (files.private_key, files.public_pem, files.public_raw):
-        if p.exists():
+        if os.path.lexists(p):
             raise KeyFileError(f"{p} already exists; pick another --name or remove the old key deliberately")
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     # O_EXCL + 0600 at creation: the key is never, even briefly, readable by others.
-    fd = os.open(files.private_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(pem)
+    _create_new(files.private_key, pem, 0o600)
     public = key.public_key()
-    files.public_pem.write_bytes(
-        public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
-    files.public_raw.write_bytes(dsse.raw_public_key(public))
+    _create_new(files.public_pem,
+                public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo), 0o644)
+    _create_new(files.public_raw, dsse.raw_public_key(public), 0o644)
     return dataclasses.replace(files, keyid=dsse.keyid_for(public))
 
 
 def load_private_key(path: pathlib.Path | str) -> Ed25519PrivateKey:
     path = pathlib.Path(path).expanduser()
     try:
-        mode = path.stat().st_mode
-        data = path.read_bytes()
-    except OSError as err:
+        data, st = safe_io.read_regular_file_and_stat(path, limit=MAX_KEY_FILE_BYTES)
+    except TrustError as err:
         raise KeyFileError(
-            f"{path}: cannot read private key ({err.strerror}); generate one with certify_cli --mode=keygen"
+            f"{path}: cannot read private key ({err}); generate one with certify_cli --mode=keygen"
         ) from err
+    mode = st.st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise KeyFileError(f"{path} is readable by group/others (mode {oct(mode & 0o777)}); run chmod 600 {path}")
     try:
@@ -113,7 +148,7 @@ def public_key_from_bytes(data: bytes, source: str = "public key") -> Ed25519Pub
 def load_public_key(path: pathlib.Path | str) -> Ed25519PublicKey:
     path = pathlib.Path(path).expanduser()
     try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise KeyFileError(f"{path}: cannot read public key ({err.strerror})") from err
+        data = safe_io.read_regular_file(path, limit=MAX_KEY_FILE_BYTES)
+    except TrustError as err:
+        raise KeyFileError(f"{path}: cannot read public key ({err})") from err
     return public_key_from_bytes(data, str(path))

@@ -78,3 +78,30 @@ class PublishError(DistributionError):
     """The publisher refuses to write (a record not signed by a current targets key, a conflict)."""
 
     code = "publish-refused"
+
+
+class SlowRetrievalError(DistributionError):
+    """A mirror too slow to trust with a refresh: a file not complete within the deadline, or
+    arriving below the minimum rate (a slow-retrieval attack holds a Tracker on old data)."""
+
+    code = "slow-retrieval"
+
+
+class EndlessDataError(DistributionError):
+    """A metadata or target file longer than its signed length or its size cap (an endless-data
+    attack fills the Tracker's disk or memory)."""
+
+    code = "endless-data"
+
+
+class MalformedMetadataError(DistributionError):
+    """TUF metadata that is ambiguous JSON (a duplicate key: python-tuf would keep the last value)."""
+
+    code = "malformed-metadata"
+
+
+class TrackerStateError(DistributionError):
+    """The Tracker's own state directory holds something it must not read (a FIFO, a device or a
+    link to one, a file that is not JSON, a file where a directory belongs); never reset silently."""
+
+    code = "tracker-state"

@@ -9,6 +9,8 @@
           --reason="driver 580 regression" --targets_key=... --snapshot_key=... --timestamp_key=...
   publish --mode=rotate --repository=DIR --root_key=r1.key --root_key=r2.key --new_targets_key=new.key \\
           --retire=honour-issued-before|refuse-all --snapshot_key=... --timestamp_key=...
+  publish --mode=rotate_online --repository=DIR --root_key=r1.key --root_key=r2.key \\
+          --new_snapshot_key=snap2.key --new_timestamp_key=ts2.key    # after a fast-forward attack or a leak
   publish --mode=timestamp --repository=DIR --timestamp_key=ts.key     # re-sign before it expires (daily)
   publish --mode=keygen --name=lanes-root-1 [--key_dir=~/.config/lanes/keys]
 
@@ -29,7 +31,8 @@ from tools.policy.errors import TrustError
 from tools.publish import publish_files, repository, revocations
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("mode", None, ["init", "add", "revoke", "rotate", "timestamp", "keygen"], "What to do.", required=True)
+flags.DEFINE_enum("mode", None, ["init", "add", "revoke", "rotate", "rotate_online", "timestamp", "keygen"],
+                  "What to do.", required=True)
 flags.DEFINE_string("repository", "", "The repository directory (served as is by any static server).")
 flags.DEFINE_multi_string("root_key", [], "init/rotate: root private keys (rotate: at least the root threshold).")
 flags.DEFINE_integer("root_threshold", 1, "init: root signatures a root update needs.", lower_bound=1)
@@ -38,7 +41,8 @@ flags.DEFINE_string("snapshot_key", "", "Snapshot role key.")
 flags.DEFINE_string("timestamp_key", "", "Timestamp role key.")
 flags.DEFINE_multi_string("record", [], "add: record envelope file(s); revoke: the record file to revoke.")
 flags.DEFINE_string("records_dir", "", "add: every *.dsse.json in this directory.")
-flags.DEFINE_string("record_digest", "", "revoke: sha256:<hex> of the record file.")
+flags.DEFINE_string("record_digest", "", "revoke: sha256:<hex> over the record's DSSE PAE (what was signed; "
+                    "--record=<file> computes it).")
 flags.DEFINE_string("lane_id", "", "revoke by scope: lane id.")
 for _f in ("backend", "os", "arch", "vendor", "device_name", "compute_capability", "driver_major"):
     flags.DEFINE_string(_f, "", f"revoke by scope: device class {_f} (empty matches any).")
@@ -46,6 +50,8 @@ flags.DEFINE_string("issuer_public_key", "", "revoke by issuer key: its public k
 flags.DEFINE_string("effective_from", "", "revoke by issuer key: RFC 3339 time from which its records are revoked.")
 flags.DEFINE_string("reason", "", "revoke/rotate: why, shown by Trackers as 'revoked: <reason>'.")
 flags.DEFINE_multi_string("new_targets_key", [], "rotate: the new issuer key(s).")
+flags.DEFINE_string("new_snapshot_key", "", "rotate_online: the new snapshot role key.")
+flags.DEFINE_string("new_timestamp_key", "", "rotate_online: the new timestamp role key.")
 flags.DEFINE_enum("retire", "honour-issued-before", ["honour-issued-before", "refuse-all"],
                   "rotate: what happens to records the retired key signed.")
 flags.DEFINE_string("name", "lanes-root", "keygen: key file name.")
@@ -86,6 +92,12 @@ def main(argv: list[str]) -> None:
                 raise repository.PublishError("rotate needs --new_targets_key")
             v = repo.rotate_targets_key(s, new, FLAGS.retire, reason=FLAGS.reason or "issuer key rotated")
             print(f"root v{repo.root().signed.version} lists the new targets key; retirement published in targets version {v}")
+        elif FLAGS.mode == "rotate_online":
+            if not FLAGS.new_snapshot_key or not FLAGS.new_timestamp_key:
+                raise repository.PublishError("rotate_online needs --new_snapshot_key and --new_timestamp_key")
+            snapshot_key, timestamp_key = publish_files.load_keys([FLAGS.new_snapshot_key, FLAGS.new_timestamp_key])
+            v = repo.rotate_online_keys(s, snapshot_key, timestamp_key)
+            print(f"root v{v} lists the new snapshot and timestamp keys; snapshot and timestamp re-signed with them")
         elif FLAGS.mode == "timestamp":
             print(f"timestamp version {repo.refresh_timestamp(s.of('timestamp')[0])}")
     except TrustError as err:

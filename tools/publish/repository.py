@@ -16,6 +16,12 @@ the issuer keys out of root, where rotation by threshold-signed root update is w
 consistent_snapshot is on: every version's files have their own names, so a Tracker downloading
 during a publish always gets one coherent version. Each publish writes new files first and the
 timestamp last, each atomically (temp file + rename).
+
+Records and revocations are named by records.record_digest (sha256 over the DSSE PAE of what was
+signed) in the dedup, the log and revocations; each is stored in its canonical encoding
+(dsse.envelope_to_json), whatever encoding it was submitted in, under a target path named by that
+file's sha256 (content-addressed, as TUF pins it). A record that a revocation in the
+repository covers is refused: Trackers would refuse it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 from securesystemslib.signer import CryptoSigner, SSlibKey
+from tuf.api import exceptions as tuf_exceptions
 from tuf.api.metadata import (
     Metadata,
     MetaFile,
@@ -43,7 +50,7 @@ from tuf.api.serialization.json import JSONSerializer
 from proto import distribution_pb2
 from tools.certify import records
 from tools.core import atomic_files
-from tools.policy import dsse, timestamps, trust
+from tools.policy import dsse, safe_io, timestamps, trust
 from tools.policy import keys as keys_lib
 from tools.policy.errors import TrustError
 from tools.publish import revocations, translog
@@ -58,6 +65,10 @@ RECORDS_DIR, REVOCATIONS_DIR = "records", "revocations"
 LOG_ENTRIES, LOG_CHECKPOINT = "log/entries.json", "log/checkpoint.dsse.json"
 
 _SERIALIZER = JSONSerializer(compact=False)
+
+# The publisher reads its own metadata through the bounded reader too (a repository directory is
+# often a shared mount): 10,000 records are ~3 MB of targets metadata.
+MAX_METADATA_BYTES = 64 << 20
 
 
 def tuf_key(key: Ed25519PrivateKey) -> SSlibKey:
@@ -114,7 +125,7 @@ class RecordRepository:
     def _load(self, name: str) -> Metadata:
         path = self.metadata_dir / name
         try:
-            return Metadata.from_file(str(path))
+            return Metadata.from_bytes(safe_io.read_regular_file(path, limit=MAX_METADATA_BYTES))
         except Exception as err:  # noqa: BLE001 - any unreadable metadata is one clear error
             raise PublishError(f"{path}: cannot read TUF metadata ({err}); is {self.dir} a record repository "
                                "made by `publish --mode=init`?") from err
@@ -132,7 +143,30 @@ class RecordRepository:
         return self._load(f"{self.snapshot().signed.meta['targets.json'].version}.targets.json")
 
     def read_target(self, info: TargetFile) -> bytes:
-        return (self.targets_dir / self._target_file_name(info.path, info.hashes["sha256"])).read_bytes()
+        path = self.targets_dir / self._target_file_name(info.path, info.hashes["sha256"])
+        try:
+            data = safe_io.read_regular_file(path, limit=info.length)
+            info.verify_length_and_hashes(data)
+        except (TrustError, tuf_exceptions.LengthOrHashMismatchError) as err:
+            raise PublishError(f"{path}: not the target its signed metadata lists ({err})") from err
+        return data
+
+    def known_targets_keyids(self) -> set[str]:
+        """Lanes key ids of the targets keys of every root version this repository holds."""
+        found: set[str] = set()
+        for path in sorted(self.metadata_dir.glob("*.root.json")):
+            found |= set(role_trust_store(self._load(path.name).signed).signers)
+        return found
+
+    def revocation_set(self, targets: Targets, store: trust.TrustStore,
+                       extra: Sequence = ()) -> revocations.RevocationSet:
+        """Every revocation the repository serves (and `extra` ones about to be published), verified
+        as Trackers verify them."""
+        pending = [(path, dsse.envelope_from_json(self.read_target(info))) for path, info in sorted(targets.targets.items())
+                   if path.startswith(REVOCATIONS_DIR + "/")]
+        pending += [(f"new revocation {i}", env) for i, env in enumerate(extra)]
+        items, _ = revocations.verify_all(pending, store, self.known_targets_keyids())
+        return revocations.RevocationSet(tuple(items))
 
     def log_entries(self, targets: Targets) -> distribution_pb2.LogEntries:
         entries = distribution_pb2.LogEntries()
@@ -205,15 +239,20 @@ class RecordRepository:
         targets.version += 1 if bump else 0
         targets.expires = now + DEFAULT_EXPIRY["targets"]
         targets_bytes = self._write_metadata(Metadata(targets), signers.of("targets"), [f"{targets.version}.targets.json"])
+        self._write_snapshot_and_timestamp(targets.version, targets_bytes, signers, now, snapshot_version, timestamp_version)
+        return targets.version
+
+    def _write_snapshot_and_timestamp(self, targets_version: int, targets_bytes: bytes, signers: Signers,
+                                      now: dt.datetime, snapshot_version: int, timestamp_version: int) -> int:
         snapshot = Snapshot(version=snapshot_version + 1,
                             expires=now + DEFAULT_EXPIRY["snapshot"],
-                            meta={"targets.json": MetaFile.from_data(targets.version, targets_bytes, ["sha256"])})
+                            meta={"targets.json": MetaFile.from_data(targets_version, targets_bytes, ["sha256"])})
         snapshot_bytes = self._write_metadata(Metadata(snapshot), signers.of("snapshot"), [f"{snapshot.version}.snapshot.json"])
         timestamp = Timestamp(version=timestamp_version + 1,
                               expires=now + DEFAULT_EXPIRY["timestamp"],
                               snapshot_meta=MetaFile.from_data(snapshot.version, snapshot_bytes, ["sha256"]))
         self._write_metadata(Metadata(timestamp), signers.of("timestamp"), ["timestamp.json"])
-        return targets.version
+        return timestamp.version
 
     def _current(self):
         root = self.root().signed
@@ -225,41 +264,50 @@ class RecordRepository:
     def publish(self, signers: Signers, record_files: Sequence[tuple[str, bytes]] = (),
                 revocation_envelopes: Sequence = (), now: dt.datetime | None = None) -> int:
         """Adds records (file name, envelope bytes) and revocations as one new version; returns the
-        targets version. A record already published (same digest) is not added twice."""
+        targets version. A record already published (same record digest: what was signed, however
+        it is encoded) is not added twice; a record a revocation covers is refused."""
         now = now or timestamps.now()
         root, timestamp, snapshot, targets = self._current()
         store = role_trust_store(root)
+        for env in revocation_envelopes:
+            revocations.verify(env, store)  # only what Trackers will accept
+        revoked = self.revocation_set(targets, store, revocation_envelopes) if record_files else None
         log = self.log_entries(targets)
         published = {e.digest for e in log.entries}
         added = 0
-        for name, data in record_files:
+        for name, submitted in record_files:
             try:
-                env = dsse.envelope_from_json(data)
+                env = dsse.envelope_from_json(submitted)
                 if env.payload_type.startswith(records.COMPATIBILITY_FAMILY + "."):
-                    records.verify_compatibility(env, store)
+                    rec = records.verify_compatibility(env, store)
                     kind = "compatibility"
                 else:
-                    records.verify_record(env, store)
+                    rec = records.verify_record(env, store)
                     kind = "certification"
+                verified = dsse.verify(env, store.public_keys)
             except TrustError as err:
                 raise PublishError(
                     f"{name}: not a record signed by a current targets key of this repository ({err.code}: {err}); "
                     "Trackers would refuse it. Sign it with the issuer key the root lists") from err
-            digest = records.sha256_digest(data)
+            digest = records.record_digest(env)
+            why = revoked.reason(digest, rec, verified) if revoked is not None else ""
+            if why:
+                raise PublishError(f"{name}: record {digest[:23]} is {why}; Trackers would refuse it. Publish a "
+                                   "new record instead")
             if digest in published:
                 continue
-            path = f"{RECORDS_DIR}/{digest.split(':', 1)[1]}.dsse.json"
+            data = dsse.envelope_to_json(env).encode()
+            path = f"{RECORDS_DIR}/{records.sha256_digest(data).split(':', 1)[1]}.dsse.json"  # content-addressed
             targets.targets[path] = self._write_target(path, data, {"kind": kind, "source_name": name})
             log.entries.add(kind="record", target_path=path, digest=digest, published_at=timestamps.format_utc(now))
             published.add(digest)
             added += 1
         for env in revocation_envelopes:
-            revocations.verify(env, store)  # only what Trackers will accept
             data = dsse.envelope_to_json(env).encode()
-            digest = records.sha256_digest(data)
+            digest = records.record_digest(env)
             if digest in published:
                 continue
-            path = f"{REVOCATIONS_DIR}/{digest.split(':', 1)[1]}.dsse.json"
+            path = f"{REVOCATIONS_DIR}/{records.sha256_digest(data).split(':', 1)[1]}.dsse.json"
             targets.targets[path] = self._write_target(path, data, {"kind": "revocation"})
             log.entries.add(kind="revocation", target_path=path, digest=digest, published_at=timestamps.format_utc(now))
             published.add(digest)
@@ -309,3 +357,33 @@ class RecordRepository:
             revs.append(revocations.sign(rev, new_targets_keys[0]))
         rotated = dataclasses.replace(signers, targets=list(new_targets_keys))
         return self.publish(rotated, (), revs, now)
+
+    def rotate_online_keys(self, signers: Signers, new_snapshot_key: Ed25519PrivateKey,
+                           new_timestamp_key: Ed25519PrivateKey, now: dt.datetime | None = None) -> int:
+        """Replaces the snapshot and timestamp keys by a root update signed by the root threshold,
+        then re-signs the current targets version's snapshot and a timestamp with the new keys;
+        returns the new root version.
+
+        This is the recovery from a fast-forward attack (a stolen online key signed a timestamp or
+        snapshot with a huge version, and Trackers now refuse every honest version as a rollback):
+        under the new root the Trackers' cached timestamp and snapshot no longer verify, so
+        ngclient discards them (TUF client workflow 5.3.11) and accepts the repository's versions.
+        Run it also whenever an online key may have leaked.
+        """
+        now = now or timestamps.now()
+        root_md = self.root()
+        root = root_md.signed
+        for role, key in (("snapshot", new_snapshot_key), ("timestamp", new_timestamp_key)):
+            for k in list(root.roles[role].keyids):
+                root.revoke_key(k, role)
+            root.add_key(tuf_key(key), role)
+        root.version += 1
+        root.expires = now + DEFAULT_EXPIRY["root"]
+        self._write_metadata(root_md, signers.of("root"), [f"{root.version}.root.json", "root.json"])
+        timestamp, snapshot = self.timestamp().signed, self.snapshot().signed
+        targets_version = snapshot.meta["targets.json"].version
+        name = f"{targets_version}.targets.json"
+        targets_bytes = safe_io.read_regular_file(self.metadata_dir / name, limit=MAX_METADATA_BYTES)
+        online = dataclasses.replace(signers, snapshot=[new_snapshot_key], timestamp=[new_timestamp_key])
+        self._write_snapshot_and_timestamp(targets_version, targets_bytes, online, now, snapshot.version, timestamp.version)
+        return root.version

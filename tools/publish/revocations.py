@@ -3,6 +3,11 @@
 A revocation is a Revocation (proto/distribution.proto) as canonical JSON in a DSSE envelope signed
 by a current targets key of the repository. Exactly one of record_digest / scope / issuer_keyid is
 set: a revocation that could be read two ways is refused, never resolved.
+
+A record digest is records.record_digest: sha256 over the DSSE PAE of what was signed, so a
+re-serialised copy of a revoked record (re-indented, other base64, no keyid) is still revoked. A
+revocation by issuer key covers the records whose signature verified with that key, whatever keyid
+hint (or none) the envelope carries: DSSE's keyid is unauthenticated and decides nothing here.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ import dataclasses
 import datetime as dt
 import json
 import pathlib
+from collections.abc import Collection, Iterable, Sequence
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from google.protobuf import json_format
 
 from proto import certification_pb2, distribution_pb2, runner_report_pb2
@@ -46,7 +52,8 @@ def validate(rev: distribution_pb2.Revocation, source: str = "revocation") -> No
             getattr(rev.scope.device_class, f) for f in _DC_FIELDS):
         raise MalformedRevocationError(f"{source}: an empty scope would revoke everything; name a lane or device class")
     if rev.record_digest and not rev.record_digest.startswith("sha256:"):
-        raise MalformedRevocationError(f"{source}: record_digest must be 'sha256:<hex>' of the record file")
+        raise MalformedRevocationError(f"{source}: record_digest must be 'sha256:<hex>' over the record's DSSE PAE "
+                                       "(publish --mode=revoke --record=<file> computes it)")
     if rev.issuer_keyid:
         if len(rev.issuer_public_key) != 32 or dsse.keyid_for(bytes(rev.issuer_public_key)) != rev.issuer_keyid:
             raise MalformedRevocationError(f"{source}: issuer_public_key must be the raw key whose sha256 is issuer_keyid")
@@ -109,20 +116,23 @@ class RevocationSet:
     def digests(self) -> list[str]:
         return sorted(d for d, _ in self.items)
 
-    def reason(self, record_digest: str, record, signer_keyids: list[str]) -> str:
+    def reason(self, record_digest: str, record, verified_keyids: Iterable[str]) -> str:
         """'revoked: <reason> (revocation <digest>)' for the first revocation that covers the record
-        (every match is refusal, so order does not change the outcome); empty when none does."""
+        (every match is refusal, so order does not change the outcome); empty when none does.
+        `verified_keyids`: the keys whose signatures over the record verified (dsse.verify's result),
+        never the keyids written in the envelope."""
+        verified = frozenset(verified_keyids)
         for digest, r in self.items:
-            if _covers(r, record_digest, record, signer_keyids):
+            if _covers(r, record_digest, record, verified):
                 return f"{REVOKED}: {r.reason} (revocation {digest[:23]})"
         return ""
 
 
-def _covers(r: distribution_pb2.Revocation, record_digest: str, record, signer_keyids: list[str]) -> bool:
+def _covers(r: distribution_pb2.Revocation, record_digest: str, record, verified_keyids: frozenset[str]) -> bool:
     if r.record_digest:
         return r.record_digest == record_digest
     if r.issuer_keyid:
-        if r.issuer_keyid not in signer_keyids:
+        if r.issuer_keyid not in verified_keyids:
             return False
         if not r.effective_from:
             return True
@@ -146,7 +156,43 @@ def _covers(r: distribution_pb2.Revocation, record_digest: str, record, signer_k
 
 
 def record_digest_of_file(data: bytes) -> str:
-    return records.sha256_digest(data)
+    """The digest a revocation names a record file by (records.record_digest of its envelope)."""
+    return records.record_digest_of_json(data)
+
+
+def verify_all(pending: Sequence[tuple[str, certification_pb2.Envelope]], current: trust.TrustStore,
+               known_keyids: Collection[str]) -> tuple[list[tuple[str, distribution_pb2.Revocation]],
+                                                       dict[str, Ed25519PublicKey]]:
+    """(verified revocations with their digests, the keys records may verify with) for every
+    (source, envelope) served, or MalformedRevocationError naming the first that does not verify.
+
+    Revocations signed by current targets keys first; then those signed by a key a verified
+    revocation names (a revocation published before a rotation, signed by the key it now retires):
+    revocations only withdraw. A key a revocation names joins the record keys (so that what it
+    signed before its retirement can stand, and what it signed later is refused as revoked) only
+    if it is in `known_keyids`, the targets keys some root listed: revoking a key that was never
+    trusted must not make its signatures verify.
+    """
+    revs: list[tuple[str, distribution_pb2.Revocation]] = []
+    signer_keys: dict[str, Ed25519PublicKey] = dict(current.public_keys)
+    known = frozenset(known_keyids) | frozenset(current.public_keys)
+    left = list(pending)
+    for last_round in (False, True):
+        store = trust.as_trust_store(signer_keys)
+        retry = []
+        for source, env in left:
+            try:
+                revs.append((records.record_digest(env), verify(env, store, source)))
+            except TrustError as err:
+                if last_round:
+                    raise MalformedRevocationError(f"revocation {source} does not verify ({err.code}: {err}); "
+                                                   "nothing is admitted while a revocation cannot be read") from err
+                retry.append((source, env))
+        left = retry
+        for _, r in revs:
+            if r.issuer_keyid and r.issuer_keyid in known and r.issuer_keyid not in signer_keys:
+                signer_keys[r.issuer_keyid] = Ed25519PublicKey.from_public_bytes(bytes(r.issuer_public_key))
+    return sorted(revs, key=lambda x: x[0]), signer_keys
 
 
 def load_dir(directory: pathlib.Path | str, store: trust.TrustStore) -> tuple[RevocationSet, list[str]]:
@@ -160,8 +206,8 @@ def load_dir(directory: pathlib.Path | str, store: trust.TrustStore) -> tuple[Re
     items, problems = [], []
     for path in sorted(directory.glob("*.dsse.json")):
         try:
-            data = safe_io.read_regular_file(path, follow_symlinks=False)
-            items.append((records.sha256_digest(data), verify(dsse.envelope_from_json(data), store, str(path))))
+            env = dsse.envelope_from_json(safe_io.read_regular_file(path, follow_symlinks=False))
+            items.append((records.record_digest(env), verify(env, store, str(path))))
         except TrustError as err:
             problems.append(f"{path.name}: {err.code}: {err}")
     return RevocationSet(tuple(items)), problems

@@ -101,9 +101,9 @@ def test_log_checks_fail_on_what_they_should():
 
 def test_file_fetcher_reports_missing_as_404(tmp_path):
     (tmp_path / "a").write_bytes(b"x" * 100_000)
-    assert b"".join(fetchers.FileFetcher().fetch((tmp_path / "a").as_uri())) == b"x" * 100_000
+    assert b"".join(fetchers.BoundedFetcher().fetch((tmp_path / "a").as_uri())) == b"x" * 100_000
     with pytest.raises(tuf_errors.DownloadHTTPError) as err:
-        list(fetchers.FileFetcher().fetch((tmp_path / "missing").as_uri()))
+        list(fetchers.BoundedFetcher().fetch((tmp_path / "missing").as_uri()))
     assert err.value.status_code == 404
 
 

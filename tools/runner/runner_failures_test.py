@@ -16,10 +16,7 @@ CR = rpb.CheckResult
 
 @pytest.fixture
 def lane(tmp_path):
-    lane_dir = fake_lane.make_lane(tmp_path / "lane")
-    evidence = fake_lane.make_evidence(lane_dir, tmp_path / "linux-x86_64-cpu.evidence.pb")
-    model = fake_lane.make_gguf(tmp_path / "model.gguf")
-    return lane_dir, evidence, model
+    return fake_lane.make_inputs(tmp_path)
 
 
 def _check(report, name):

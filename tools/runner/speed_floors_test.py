@@ -1,6 +1,7 @@
 """Speed floors come from the policy, per lane or for every lane."""
 
 import json
+import pathlib
 import sys
 
 import pytest
@@ -8,34 +9,37 @@ import pytest
 from tools.runner import speed_floors
 
 
-def test_lane_and_wildcard_floors(tmp_path):
+def _floors_policy(tmp_path, *floors: tuple[str, str, float]) -> pathlib.Path:
+    """A policy file of these speed floors, each (lane_id, metric, min_value)."""
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"speed_floors": [
-        {"lane_id": "linux-x86_64-cuda", "metric": "speed.tg_tokens_per_s", "min_value": 1000},
-        {"lane_id": "*", "metric": "speed.tg_tokens_per_s", "min_value": 5},
-        {"lane_id": "*", "metric": "speed.pp_tokens_per_s", "min_value": 50},
-        {"lane_id": "linux-x86_64-cpu", "metric": "speed.pp_tokens_per_s", "min_value": 9999},
-    ]}))
+        {"lane_id": lane_id, "metric": metric, "min_value": min_value} for lane_id, metric, min_value in floors]}))
+    return policy
+
+
+def test_lane_and_wildcard_floors(tmp_path):
+    policy = _floors_policy(tmp_path,
+                            ("linux-x86_64-cuda", "speed.tg_tokens_per_s", 1000),
+                            ("*", "speed.tg_tokens_per_s", 5),
+                            ("*", "speed.pp_tokens_per_s", 50),
+                            ("linux-x86_64-cpu", "speed.pp_tokens_per_s", 9999))
     assert speed_floors.floors_for_lane(policy, "linux-x86_64-cuda") == (1000.0, 50.0)
     assert speed_floors.floors_for_lane(policy, "linux-x86_64-rocm") == (5.0, 50.0)
 
 
 def test_relative_floors_for_accelerators(tmp_path):
-    policy = tmp_path / "policy.json"
-    policy.write_text(json.dumps({"speed_floors": [
-        {"lane_id": "linux-x86_64-cuda", "metric": "speed.roofline_speedup_pp", "min_value": 2.5},
-        # The tiny-model ratio is informational: a floor on it does not raise the runner's.
-        {"lane_id": "linux-x86_64-cuda", "metric": "speed.speedup_pp", "min_value": 9},
-        {"lane_id": "linux-x86_64-cuda", "metric": "speed.roofline_speedup_tg", "min_value": 4},
-        {"lane_id": "linux-x86_64-cuda", "metric": "speed.tg_tokens_per_s", "min_value": 1000},
-    ]}))
+    policy = _floors_policy(tmp_path,
+                            ("linux-x86_64-cuda", "speed.roofline_speedup_pp", 2.5),
+                            # The tiny-model ratio is informational: a floor on it does not raise the runner's.
+                            ("linux-x86_64-cuda", "speed.speedup_pp", 9),
+                            ("linux-x86_64-cuda", "speed.roofline_speedup_tg", 4),
+                            ("linux-x86_64-cuda", "speed.tg_tokens_per_s", 1000))
     assert speed_floors.relative_floors_for_lane(policy, "linux-x86_64-cuda") == (2.5, 4.0)
     assert speed_floors.relative_floors_for_lane(policy, "linux-x86_64-cpu") == (0.0, 0.0)
 
 
 def _committed_policy():
     """evidence/policy.json: --policy=PATH under Bazel (a data dependency), else the workspace's."""
-    import pathlib
     for arg in sys.argv:
         if arg.startswith("--policy="):
             return pathlib.Path(arg.split("=", 1)[1])

@@ -56,6 +56,15 @@ class OpsSummary:
     def op(self, name: str) -> OpCounts:
         return self.ops.setdefault(name, OpCounts())
 
+    def count(self, op: str, kind: str, test: str = "") -> None:
+        """One test of `op`, `kind` passed, failed, not_supported or skipped; a failed one is listed as `test`."""
+        c = self.op(op)
+        setattr(c, kind, getattr(c, kind) + 1)
+        if kind in ("passed", "failed"):
+            c.evaluated += 1
+        if kind == "failed":
+            self.failed_tests.append(test)
+
     def total(self, field: str) -> int:
         return sum(getattr(c, field) for c in self.ops.values())
 
@@ -117,18 +126,9 @@ def _parse_test_mode(s: OpsSummary, lines: list[str]) -> None:
         if not m:
             continue
         op, kind = m.group("op"), _classify(m.group("rest"))
-        c = s.op(op)
-        if kind == "passed":
-            c.evaluated += 1
-            c.passed += 1
-        elif kind == "failed":
-            c.evaluated += 1
-            c.failed += 1
-            s.failed_tests.append(f"{op}({m.group('params')})")
-        elif kind == "not_supported":
-            c.not_supported += 1
-        elif kind == "skipped":
-            c.skipped += 1
+        s.op(op)  # an op with a result line is listed even when the line counts as nothing
+        if kind != "other":
+            s.count(op, kind, f"{op}({m.group('params')})")
 
 
 def _parse_grad_mode(s: OpsSummary, lines: list[str]) -> None:
@@ -138,11 +138,8 @@ def _parse_grad_mode(s: OpsSummary, lines: list[str]) -> None:
     def close_incomplete() -> None:
         nonlocal open_op
         if open_op is not None:
-            c = s.op(open_op)
-            c.evaluated += 1
-            c.failed += 1
+            s.count(open_op, "failed", f"{open_op}({open_params}) (header without a result)")
             s.incomplete += 1
-            s.failed_tests.append(f"{open_op}({open_params}) (header without a result)")
             open_op = None
 
     for line in lines:
@@ -161,32 +158,17 @@ def _parse_grad_mode(s: OpsSummary, lines: list[str]) -> None:
         if open_op is None:
             if kind == "passed":  # a header: default OK, nothing evaluated yet
                 open_op, open_params = op, params
-            elif kind == "not_supported":  # output not F32: the single line of that test
-                s.op(op).not_supported += 1
-            elif kind == "failed":  # a failure with no header (allocation error): fail closed
-                c = s.op(op)
-                c.evaluated += 1
-                c.failed += 1
-                s.failed_tests.append(f"{op}({params})")
+            elif kind in ("not_supported", "failed"):
+                # Not supported: the output is not F32, the single line of that test. Failed with no
+                # header (an allocation error): fail closed.
+                s.count(op, kind, f"{op}({params})")
             continue
         # A line of the open test (same params); result lines may name SUM for the header's op.
-        c = s.op(open_op)
+        s.op(open_op)
         rest = m.group("rest")
-        if kind == "not_supported":
-            c.not_supported += 1
-        elif kind == "skipped":
-            c.skipped += 1
-        elif kind == "failed" and ("MAA = " in rest or "nonfinite gradient" in rest):
-            continue  # detail line; the final result line follows
-        elif kind == "failed":
-            c.evaluated += 1
-            c.failed += 1
-            s.failed_tests.append(f"{open_op}({params})")
-        elif kind == "passed":
-            c.evaluated += 1
-            c.passed += 1
-        else:
-            continue
+        if kind == "other" or (kind == "failed" and ("MAA = " in rest or "nonfinite gradient" in rest)):
+            continue  # not a result, or a detail line that the final result line follows
+        s.count(open_op, kind, f"{open_op}({params})")
         open_op = None
     close_incomplete()
 

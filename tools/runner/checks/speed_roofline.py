@@ -45,27 +45,29 @@ def accelerator_roofline(logs_dir, cfg, backend, m, counts, problems, summary) -
             m[f"roofline_cpu_lane_{kind}_tokens_per_s"] = cpu_value
             if cpu_value > 0:
                 m[f"roofline_speedup_{kind}"] = m[f"roofline_{kind}_tokens_per_s"] / cpu_value
-    sp = m.get("roofline_speedup_pp")
-    if sp is None or not sp >= m["floor_roofline_speedup_pp"]:  # `not >=` also fails NaN
-        problems.append(f"roofline pp x{sp if sp is not None else 'absent'} vs the CPU lane, below the relative floor "
-                        f"x{m['floor_roofline_speedup_pp']:g}")
-    rs = m.get("roofline_speedup_tg")
-    if rs is None or not rs >= m["floor_roofline_speedup_tg"]:
-        problems.append(f"roofline tg x{rs if rs is not None else 'absent'} vs the CPU lane, below the relative floor "
-                        f"x{m['floor_roofline_speedup_tg']:g}")
+    for kind in ("pp", "tg"):
+        speedup, floor = m.get(f"roofline_speedup_{kind}"), m[f"floor_roofline_speedup_{kind}"]
+        if speedup is None or not speedup >= floor:  # `not >=` also fails NaN
+            problems.append(f"roofline {kind} x{speedup if speedup is not None else 'absent'} vs the CPU lane, below the "
+                            f"relative floor x{floor:g}")
     override = fnum_cfg(cfg, "hbm_bandwidth_gbs_override")
     bw = override if override > 0 else membw_gbs(logs_dir, problems, "device memory")
     if bw is None:
         return summary
     m["hbm_bandwidth_gbs"] = bw
-    m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * device / (bw * 1e9)
-    if not m["tg_roofline_fraction"] <= 1.0:
-        problems.append(f"tg reaches {m['tg_roofline_fraction']:.2f} of the roofline: bytes or bandwidth are wrong")
+    _roofline_fraction(m, device, bw, problems)
     summary += (f"; roofline: {device} B in device memory ({host} B host-resident excluded) x "
                 f"{m['roofline_tg_tokens_per_s']:.0f} tok/s = {100 * m['tg_roofline_fraction']:.1f}% of "
                 f"{bw:.0f} GB/s{' (override)' if override > 0 else ' (measured)'}, x{m.get('roofline_speedup_pp', 0):.1f} pp / "
                 f"x{m.get('roofline_speedup_tg', 0):.1f} tg vs CPU lane")
     return summary
+
+
+def _roofline_fraction(m: dict[str, float], weight_bytes: int, bw_gbs: float, problems: list[str]) -> None:
+    """tg_roofline_fraction: the weight bytes read per token x tg tokens/s, over the bandwidth."""
+    m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * weight_bytes / (bw_gbs * 1e9)
+    if not m["tg_roofline_fraction"] <= 1.0:
+        problems.append(f"tg reaches {m['tg_roofline_fraction']:.2f} of the roofline: bytes or bandwidth are wrong")
 
 
 def membw_gbs(logs_dir: pathlib.Path, problems: list[str], what: str) -> float | None:
@@ -165,9 +167,7 @@ def cpu_roofline(logs_dir, cfg, m, counts, problems, summary) -> str:
     if bw is None:
         return summary
     m["host_bandwidth_gbs"] = bw
-    m["tg_roofline_fraction"] = m["roofline_tg_tokens_per_s"] * weights / (bw * 1e9)
-    if not m["tg_roofline_fraction"] <= 1.0:
-        problems.append(f"tg reaches {m['tg_roofline_fraction']:.2f} of the roofline: bytes or bandwidth are wrong")
+    _roofline_fraction(m, weights, bw, problems)
     return summary + (f"; roofline: {weights} B ({how}; {rows_only} B of row-gathered token embedding excluded) x "
                       f"{m['roofline_tg_tokens_per_s']:.2f} tok/s = {100 * m['tg_roofline_fraction']:.1f}% of "
                       f"{bw:.1f} GB/s host memory read (measured)")

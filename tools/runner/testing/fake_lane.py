@@ -55,6 +55,13 @@ def make_gguf(path: pathlib.Path) -> pathlib.Path:
     return path
 
 
+def make_inputs(tmp: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
+    """(lane dir, its build evidence, a GGUF) under tmp: what a CPU run over the fake lane takes."""
+    lane_dir = make_lane(tmp / "lane")
+    evidence = make_evidence(lane_dir, tmp / "linux-x86_64-cpu.evidence.pb")
+    return lane_dir, evidence, make_gguf(tmp / "model.gguf")
+
+
 def config(tmp: pathlib.Path, lane_dir: pathlib.Path, evidence: pathlib.Path | None, model: pathlib.Path | None,
            **kw) -> RunnerConfig:
     kw.setdefault("lane", "cpu")
