@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 archive=${LANES_REAL_RULES:-$root/../shared/real-rules/real-rules.tar.xz}
 work=${LANES_REAL_RULES_WORK:-$HOME/.cache/lanes-real-rules}
-fixture=//tests/real_rules/two_stage
+fixture=//lanes/private/testing/two_stage
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("$fixture:greet_stage" "$fixture:user_stage"); fi
 if [ ! -f "$archive" ]; then
   echo "compare_rule_sets: $archive not found; set LANES_REAL_RULES to the real-rules.tar.xz archive" >&2
