@@ -57,6 +57,7 @@ from tools.runner.checks.speed_bench import (
     backend_problems,
     bench_figures,
     load_bench,
+    load_optional_bench,
     parse_offloaded,
 )
 from tools.runner.checks.speed_roofline import accelerator_roofline, cpu_roofline, rows_only_bytes, tensor_sizes
@@ -214,14 +215,11 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
 def _upstream(logs_dir, backend, accel, lane, m, problems, summary) -> str:
     """Lane vs an upstream-default build of the same tree, same host, same bench sizes (one run
     each; tools/bench alternates runs for a finer figure). Informational unless a policy floors it."""
-    tests, _ = load_bench(logs_dir, UPSTREAM)
-    if tests is None:
+    loaded = load_optional_bench(logs_dir, UPSTREAM, "upstream bench", "upstream build's llama-bench JSON unreadable",
+                                 backend, accel, problems)
+    if loaded is None:
         return summary
-    if not tests:
-        problems.append("upstream build's llama-bench JSON unreadable")
-        return summary
-    problems += [f"upstream bench: {p}" for p in backend_problems(tests, backend, accel)]
-    ref = bench_figures(tests)
+    ref = bench_figures(loaded[0])
     parts = []
     for kind in ("pp", "tg"):
         key = f"{kind}_tokens_per_s"

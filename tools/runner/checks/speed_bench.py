@@ -140,6 +140,20 @@ def load_bench(logs_dir: pathlib.Path, label: str) -> tuple[list[dict] | None, s
         return [], log_blocks.read(logs_dir / f"speed.{label}.log")
 
 
+def load_optional_bench(logs_dir: pathlib.Path, label: str, what: str, unreadable: str, backend: str,
+                        offload: bool, problems: list[str]) -> tuple[list[dict], str] | None:
+    """(tests, log) of a bench step that may not have run; None when it did not, or when its JSON is
+    unreadable (`unreadable` in problems). Its backend problems go into problems as "<what>: ..."."""
+    tests, log = load_bench(logs_dir, label)
+    if tests is None:
+        return None
+    if not tests:
+        problems.append(unreadable)
+        return None
+    problems += [f"{what}: {p}" for p in backend_problems(tests, backend, offload)]
+    return tests, log
+
+
 def fnum_cfg(cfg: dict[str, str], key: str) -> float:
     try:
         return float(cfg.get(key, "0") or 0)

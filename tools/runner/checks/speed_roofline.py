@@ -15,6 +15,7 @@ from tools.runner.checks.speed_bench import (
     device_weight_bytes,
     fnum_cfg,
     load_bench,
+    load_optional_bench,
     model_buffers,
     parse_membw,
     parse_offloaded,
@@ -145,13 +146,11 @@ def cpu_roofline(logs_dir, cfg, m, counts, problems, summary) -> str:
     """CPU lane with --roofline_model: tg on it x the weight bytes it reads per token (each weight
     byte once, wherever the backend put it, minus the row-gathered token embedding), as a fraction
     of the host's measured read bandwidth (informational: no floor)."""
-    big_tests, big_log = load_bench(logs_dir, ROOFLINE_LANE)
-    if big_tests is None:
+    loaded = load_optional_bench(logs_dir, ROOFLINE_LANE, "roofline bench", "roofline bench JSON unreadable",
+                                 "cpu", False, problems)
+    if loaded is None:
         return summary
-    if not big_tests:
-        problems.append("roofline bench JSON unreadable")
-        return summary
-    problems += [f"roofline bench: {p}" for p in backend_problems(big_tests, "cpu", False)]
+    big_tests, big_log = loaded
     m["roofline_tg_tokens_per_s"] = bench_figures(big_tests).get("tg_tokens_per_s", 0.0)
     buffers = model_buffers(big_log)
     rows_only = int(fnum_cfg(cfg, "roofline_rows_only_bytes"))
