@@ -19,7 +19,6 @@ _PARALLEL = ["--parallel", "8"]
 def _soname(lib):
     return "lib{}.so.0".format(lib)
 
-
 def _lane_bundle_impl(ctx):
     lane_id = ctx.attr.lane_id
     alias = ctx.label.name

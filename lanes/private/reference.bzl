@@ -9,8 +9,8 @@ executed remotely (no-cache, no-remote), so a benchmark always compares with a b
 load("@lane_sdks//:sdks.bzl", "HOST", "SDKS")
 load("@rules_foreign_cc//foreign_cc:defs.bzl", "cmake")
 load("//lanes/private:lane.bzl", "unavailable_lane")
-load("//lanes/private:stage.bzl", "STAGE_FEATURES", "install_from_build_tree")
 load("//lanes/private:lanes.bzl", "LANES", "UPSTREAM_REFERENCE", "merge_dicts")
+load("//lanes/private:stage.bzl", "STAGE_FEATURES", "install_from_build_tree")
 load("//toolchains:sdk.bzl", "sdk_for_lane")
 
 _BENCH_LIBS = ["libllama.so.0", "libllama-common.so.0", "libllama-bench-impl.so"]

@@ -13,9 +13,8 @@ from proto import admission_pb2, runner_report_pb2
 from tools.admission import admission
 from tools.certify import records as records_lib
 from tools.matrix.capability_matrix import DARK, Certifier
-from tools.policy import dsse
+from tools.policy import dsse, timestamps
 from tools.policy import policy as policy_lib
-from tools.policy import timestamps
 from tools.policy.errors import TrustError
 from tools.publish import revocations as revocations_lib
 

@@ -74,6 +74,7 @@ def _absolute(path, force):
     return path
 
 def _command_line(feature_configuration, action, variables):
+    # buildifier: disable=native-cc-common
     return cc_common.get_memory_inefficient_command_line(
         feature_configuration = feature_configuration,
         action_name = action,
@@ -81,6 +82,7 @@ def _command_line(feature_configuration, action, variables):
     )
 
 def _link_variables(cc_toolchain, features, dynamic):
+    # buildifier: disable=native-cc-common
     return cc_common.create_link_variables(
         cc_toolchain = cc_toolchain,
         feature_configuration = features,
@@ -97,13 +99,19 @@ def _toolchain_file_entries(ctx, cc_toolchain):
     unsupported = ctx.disabled_features + _UNSUPPORTED_FEATURES
     if not ctx.coverage_instrumented():
         unsupported = unsupported + ["coverage"]
+
+    # buildifier: disable=native-cc-common
     features = cc_common.configure_features(
         ctx = ctx,
         cc_toolchain = cc_toolchain,
         requested_features = ctx.features,
         unsupported_features = unsupported,
     )
+
+    # buildifier: disable=native-cc-common
     compile_variables = cc_common.create_compile_variables(feature_configuration = features, cc_toolchain = cc_toolchain)
+
+    # buildifier: disable=native-cc-common
     cxx_variables = cc_common.create_compile_variables(feature_configuration = features, cc_toolchain = cc_toolchain, add_legacy_cxx_options = True)
 
     cpp = ctx.fragments.cpp
@@ -118,6 +126,7 @@ def _toolchain_file_entries(ctx, cc_toolchain):
 
     entries = {}
     cc, cxx, ar, linker = [
+        # buildifier: disable=native-cc-common
         cc_common.get_tool_for_action(feature_configuration = features, action_name = action)
         for action in [ACTION_NAMES.c_compile, ACTION_NAMES.cpp_compile, ACTION_NAMES.cpp_link_static_library, ACTION_NAMES.cpp_link_executable]
     ]
@@ -142,6 +151,7 @@ def _toolchain_file_entries(ctx, cc_toolchain):
             entries[key] = " ".join([_absolute(f, False) for f in flags])
     toolchain_env = {}
     for action in [ACTION_NAMES.c_compile, ACTION_NAMES.cpp_link_static_library, ACTION_NAMES.cpp_link_executable]:
+        # buildifier: disable=native-cc-common
         toolchain_env.update(cc_common.get_environment_variables(feature_configuration = features, action_name = action, variables = compile_variables))
     return entries, toolchain_env
 
