@@ -55,20 +55,6 @@ def decide(tracker, report, extra=()):
     return tracker_admission.refresh_and_decide(tracker, POLICY, routes.route_for(report), extra_records=extra)
 
 
-def codes(decision):
-    return {r.split(":", 1)[0] for r in decision.reasons}
-
-
-def refused_with(decision, code):
-    assert not decision.routable, decision
-    assert code in codes(decision), decision.reasons
-    print(f"REFUSED {code}: {decision.reasons[0][:160]}")
-
-
-def admitted(decision):
-    assert decision.routable, decision.reasons
-
-
 def reencodings(data: bytes) -> dict[str, bytes]:
     """Re-encodings of one envelope that DSSE reads as the same signed statement."""
     obj = json.loads(data)
@@ -101,9 +87,9 @@ def test_refuse_all_rotation_covers_keyid_less_signatures(fx, variant):
     name, data, report = testing_repo.record_file(fx.issuer)
     fx.repo.publish(fx.signers, [(name, reencodings(data)[variant])])  # served without a keyid
     tracker = fx.tracker()
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     fx.repo.rotate_targets_key(fx.signers, [Ed25519PrivateKey.generate()], retire="refuse-all", reason="key stolen")
-    refused_with(decide(tracker, report)[0], "revoked")
+    routes.refused_with(decide(tracker, report)[0], "revoked")
 
 
 def test_issuer_revocation_covers_every_reencoding_from_a_cache(fx):
@@ -116,13 +102,13 @@ def test_issuer_revocation_covers_every_reencoding_from_a_cache(fx):
     for copy in copies:
         decision = tracker_admission.decide_from_view(dataclasses.replace(view, records=[]), POLICY,
                                                       routes.route_for(report), extra_records=[copy])
-        refused_with(decision, "revoked")
+        routes.refused_with(decision, "revoked")
 
 
 def test_retired_key_is_named_from_the_signature_that_verified(fx):
     name, data, report = published(fx, issued_at=timestamps.now() - dt.timedelta(seconds=5))
     tracker = fx.tracker()
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     new_issuer = Ed25519PrivateKey.generate()
     root_md = fx.repo.root()
     for k in list(root_md.signed.roles["targets"].keyids):
@@ -133,7 +119,7 @@ def test_retired_key_is_named_from_the_signature_that_verified(fx):
     fx.repo.publish(dataclasses.replace(fx.signers, targets=[new_issuer]))
     view = tracker.refresh()
     copy = signed_input(reencodings(data)["empty-keyid"], "keyid-less.dsse.json")
-    refused_with(tracker_admission.decide_from_view(dataclasses.replace(view, records=[]), POLICY,
+    routes.refused_with(tracker_admission.decide_from_view(dataclasses.replace(view, records=[]), POLICY,
                                                     routes.route_for(report), extra_records=[copy]), "retired-key")
 
 
@@ -163,11 +149,11 @@ def test_reindented_copy_of_a_revoked_record_is_refused_by_the_publisher_and_by_
     revoke = revocations.make(record_digest=revocations.record_digest_of_file(data), reason="bad kernel",
                               now=timestamps.now())
     fx.repo.publish(fx.signers, (), [revocations.sign(revoke, fx.issuer)])
-    refused_with(decide(tracker, report)[0], "revoked")
+    routes.refused_with(decide(tracker, report)[0], "revoked")
     for variant, copy in reencodings(data).items():
         with pytest.raises(PublishError, match="revoked: bad kernel"):
             fx.repo.publish(fx.signers, [(f"{variant}.dsse.json", copy)])
-        refused_with(decide(tracker, report, [signed_input(copy, f"{variant}.dsse.json")])[0], "revoked")
+        routes.refused_with(decide(tracker, report, [signed_input(copy, f"{variant}.dsse.json")])[0], "revoked")
 
 
 def test_a_reencoded_copy_is_the_same_record_for_dedup_and_the_log(fx):
@@ -360,20 +346,20 @@ def _fast_forward(fx, stolen_timestamp_key, version):
 def test_rotating_the_online_keys_recovers_trackers_from_a_fast_forward_attack(fx):
     name, data, report = published(fx)
     tracker = fx.tracker()
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     honest = (fx.repo.metadata_dir / "timestamp.json").read_bytes()
     _fast_forward(fx, fx.timestamp, 10**9)
-    admitted(decide(tracker, report)[0])  # the Tracker now trusts timestamp v1000000000
+    routes.admitted(decide(tracker, report)[0])  # the Tracker now trusts timestamp v1000000000
     (fx.repo.metadata_dir / "timestamp.json").write_bytes(honest)  # the mirror serves the honest one again
-    refused_with(decide(tracker, report)[0], "rollback")  # ... and is refused: the Tracker is stuck
+    routes.refused_with(decide(tracker, report)[0], "rollback")  # ... and is refused: the Tracker is stuck
     new_snapshot, new_timestamp = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     assert fx.repo.rotate_online_keys(fx.signers, new_snapshot, new_timestamp) == 2
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     # and the rotated repository keeps publishing with the new online keys
     signers = dataclasses.replace(fx.signers, snapshot=[new_snapshot], timestamp=[new_timestamp])
     _, other, other_report = testing_repo.record_file(fx.issuer, lane_id="linux-x86_64-other")
     fx.repo.publish(signers, [("other.dsse.json", other)])
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
 
 
 def test_publish_cli_rotates_the_online_keys(tmp_path):
@@ -404,13 +390,13 @@ def test_revoking_a_key_never_trusted_does_not_make_it_a_signer(fx):
 def test_root_rollback_is_named_rollback(fx):
     name, data, report = published(fx)
     (fx.repo.metadata_dir / "2.root.json").write_bytes((fx.repo.metadata_dir / "1.root.json").read_bytes())
-    refused_with(decide(fx.tracker(), report)[0], "rollback")
+    routes.refused_with(decide(fx.tracker(), report)[0], "rollback")
 
 
 def test_targets_rollback_is_named_rollback(fx):
     name, data, report = published(fx)
     tracker = fx.tracker()
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     _, ts, snap, targets = fx.repo._current()
     older = targets.version - 1  # a snapshot, signed with the snapshot key, naming the older targets
     older_bytes = (fx.repo.metadata_dir / f"{older}.targets.json").read_bytes()
@@ -423,7 +409,7 @@ def test_targets_rollback_is_named_rollback(fx):
     fx.repo._write_metadata(Metadata(timestamp), [fx.timestamp], ["timestamp.json"])
     with pytest.raises(RollbackError):
         tracker.refresh()
-    refused_with(decide(tracker, report)[0], "rollback")
+    routes.refused_with(decide(tracker, report)[0], "rollback")
 
 
 def test_oversized_metadata_is_named_endless_data(fx):
@@ -431,7 +417,7 @@ def test_oversized_metadata_is_named_endless_data(fx):
     (fx.repo.metadata_dir / "timestamp.json").write_bytes(b" " * (1 << 20))
     with pytest.raises(distribution_errors.EndlessDataError):
         fx.tracker().refresh()
-    refused_with(decide(fx.tracker("t2"), report)[0], "endless-data")
+    routes.refused_with(decide(fx.tracker("t2"), report)[0], "endless-data")
 
 
 def test_duplicate_json_keys_in_tuf_metadata_are_refused(fx):
@@ -442,7 +428,7 @@ def test_duplicate_json_keys_in_tuf_metadata_are_refused(fx):
     path.write_text(text.replace('"_type": "timestamp"', '"_type": "root", "_type": "timestamp"', 1))
     with pytest.raises(distribution_errors.MalformedMetadataError, match="duplicate"):
         fx.tracker().refresh()
-    refused_with(decide(fx.tracker("t2"), report)[0], "malformed-metadata")
+    routes.refused_with(decide(fx.tracker("t2"), report)[0], "malformed-metadata")
 
 
 def test_max_record_age_at_the_top_of_its_range_is_no_limit_not_a_crash():
@@ -453,9 +439,9 @@ def test_max_record_age_at_the_top_of_its_range_is_no_limit_not_a_crash():
     rec = records.record_from_report(report, report.SerializeToString(), dsse.keyid_for(key), timestamps.now(), 30, "p")
     env = records.sign_record(rec, key)
     decision = admission.decide(policy, [admission.SignedInput.from_envelope(env)], [], routes.route_for(report))
-    admitted(decision)
+    routes.admitted(decision)
     policy.max_record_age_days = 4294967295
-    admitted(admission.decide(policy, [admission.SignedInput.from_envelope(env)], [], routes.route_for(report)))
+    routes.admitted(admission.decide(policy, [admission.SignedInput.from_envelope(env)], [], routes.route_for(report)))
 
 
 @pytest.mark.parametrize("field", ["keyid", "payloadType"])
@@ -518,8 +504,8 @@ def test_a_non_finite_signed_metric_meets_no_floor_or_ceiling(value):
     rec = records.record_from_report(report, report.SerializeToString(), dsse.keyid_for(key), timestamps.now(), 30, "p")
     decision = admission.decide(policy, [admission.SignedInput.from_envelope(records.sign_record(rec, key))], [],
                                 routes.route_for(report))
-    assert not decision.routable and "speed-floor" in codes(decision), decision.reasons
-    assert "metric-ceiling" in codes(decision), decision.reasons
+    assert not decision.routable and "speed-floor" in routes.codes(decision), decision.reasons
+    assert "metric-ceiling" in routes.codes(decision), decision.reasons
 
 
 def test_thousands_of_keyid_less_signatures_are_refused_before_verification():

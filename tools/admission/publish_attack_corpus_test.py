@@ -50,20 +50,6 @@ def decide(tracker, report, extra=()):
     return decision, view
 
 
-def codes(decision):
-    return {r.split(":", 1)[0] for r in decision.reasons}
-
-
-def refused_with(decision, code):
-    assert not decision.routable, decision
-    assert code in codes(decision), decision.reasons
-    print(f"REFUSED {code}: {decision.reasons[0][:200]}")
-
-
-def admitted(decision):
-    assert decision.routable, decision.reasons
-
-
 # ---- TUF: rollback, freeze, mix-and-match, hash mismatch, below threshold ------------------------
 
 def test_rollback_to_older_metadata_is_refused(fx):
@@ -71,21 +57,21 @@ def test_rollback_to_older_metadata_is_refused(fx):
     old_timestamp = (fx.repo.metadata_dir / "timestamp.json").read_bytes()
     published(fx, lane_id="linux-x86_64-other")
     tracker = fx.tracker()
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     (fx.repo.metadata_dir / "timestamp.json").write_bytes(old_timestamp)  # replay the older record set
     with pytest.raises(RollbackError, match="timestamp version"):
         tracker.refresh()
-    refused_with(decide(tracker, report)[0], "rollback")
+    routes.refused_with(decide(tracker, report)[0], "rollback", shown=200)
 
 
 def test_expired_timestamp_freeze_is_refused(fx):
     _, report = published(fx)
-    admitted(decide(fx.tracker("t0"), report)[0])
+    routes.admitted(decide(fx.tracker("t0"), report)[0])
     # The mirror keeps serving a timestamp whose lifetime ran out (re-signed long ago).
     fx.repo.refresh_timestamp(fx.timestamp, now=timestamps.now() - dt.timedelta(days=2))
     with pytest.raises(FreezeError, match="expired"):
         fx.tracker("t1").refresh()
-    refused_with(decide(fx.tracker("t2"), report)[0], "freeze")
+    routes.refused_with(decide(fx.tracker("t2"), report)[0], "freeze", shown=200)
 
 
 def test_snapshot_targets_mix_and_match_is_refused(fx):
@@ -97,7 +83,7 @@ def test_snapshot_targets_mix_and_match_is_refused(fx):
     (md / f"{current}.targets.json").write_bytes((md / f"{current - 1}.targets.json").read_bytes())
     with pytest.raises(MixAndMatchError):
         fx.tracker().refresh()
-    refused_with(decide(fx.tracker("t2"), report)[0], "mix-and-match")
+    routes.refused_with(decide(fx.tracker("t2"), report)[0], "mix-and-match", shown=200)
 
 
 def test_target_whose_hash_does_not_match_is_refused(fx):
@@ -107,12 +93,12 @@ def test_target_whose_hash_does_not_match_is_refused(fx):
     stored.write_bytes(data.replace(b'"payloadType"', b'"payloadType" '))  # same meaning, other bytes
     with pytest.raises(TargetHashMismatchError):
         fx.tracker().refresh()
-    refused_with(decide(fx.tracker("t2"), report)[0], "target-hash-mismatch")
+    routes.refused_with(decide(fx.tracker("t2"), report)[0], "target-hash-mismatch", shown=200)
 
 
 def test_root_signed_below_threshold_is_refused(fx):
     _, report = published(fx)
-    admitted(decide(fx.tracker("t0"), report)[0])
+    routes.admitted(decide(fx.tracker("t0"), report)[0])
     root_md = fx.repo.root()
     root_md.signed.version += 1
     root_md.signed.roles["targets"].keyids = []  # an attacker holding one root key swaps the issuer
@@ -123,7 +109,7 @@ def test_root_signed_below_threshold_is_refused(fx):
     (fx.repo.metadata_dir / "2.root.json").write_bytes(root_md.to_bytes())
     with pytest.raises(BelowThresholdError, match="root"):
         fx.tracker("t1").refresh()
-    refused_with(decide(fx.tracker("t2"), report)[0], "below-threshold")
+    routes.refused_with(decide(fx.tracker("t2"), report)[0], "below-threshold", shown=200)
 
 
 # ---- revocation ------------------------------------------------------------------------------------
@@ -137,10 +123,10 @@ def test_revocation_by_digest_refuses_the_record_even_from_a_cache_or_copy(fx):
     data, report = published(fx)
     tracker = fx.tracker()
     copy = admission.SignedInput(dsse.envelope_from_json(data), records.record_digest_of_json(data), "cached-copy.dsse.json")
-    admitted(decide(tracker, report, [copy])[0])
+    routes.admitted(decide(tracker, report, [copy])[0])
     revoke(fx, record_digest=records.record_digest_of_json(data), reason="kernel bug found after certification")
     decision, _ = decide(tracker, report, [copy])
-    refused_with(decision, "revoked")
+    routes.refused_with(decision, "revoked", shown=200)
     assert any("revoked: node" in r and "kernel bug" in r and "cached-copy" in r for r in decision.reasons)
 
 
@@ -151,37 +137,37 @@ def test_a_record_never_published_is_refused_even_if_correctly_signed(fx):
     copy = admission.SignedInput(dsse.envelope_from_json(other), records.record_digest_of_json(other), "side-loaded.dsse.json")
     view = fx.tracker().refresh()
     decision = tracker_admission.decide_from_view(view, POLICY, routes.route_for(report), extra_records=[copy])
-    admitted(decision)  # the published record admits; the side-loaded one is screened out
+    routes.admitted(decision)  # the published record admits; the side-loaded one is screened out
     alone = dataclasses.replace(view, records=[])
-    refused_with(tracker_admission.decide_from_view(alone, POLICY, routes.route_for(report), extra_records=[copy]),
-                 "not-in-log")
+    routes.refused_with(tracker_admission.decide_from_view(alone, POLICY, routes.route_for(report), extra_records=[copy]),
+                        "not-in-log", shown=200)
 
 
 def test_revocation_by_scope_lane_and_driver_major(fx):
     _, gpu = published(fx, lane_id="linux-x86_64-cuda", **testing_repo.GPU_DEVICE)
     _, cpu = published(fx)
     tracker = fx.tracker()
-    admitted(decide(tracker, gpu)[0])
+    routes.admitted(decide(tracker, gpu)[0])
     from proto import runner_report_pb2
     revoke(fx, lane_id="linux-x86_64-cuda", device_class=runner_report_pb2.DeviceClass(driver_major="580"),
            reason="driver 580 regression")
-    refused_with(decide(tracker, gpu)[0], "revoked")
-    admitted(decide(tracker, cpu)[0])  # another scope is untouched
+    routes.refused_with(decide(tracker, gpu)[0], "revoked", shown=200)
+    routes.admitted(decide(tracker, cpu)[0])  # another scope is untouched
 
 
 def test_revocation_by_issuer_key(fx):
     _, report = published(fx)
     tracker = fx.tracker()
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     revoke(fx, issuer_public_key=dsse.raw_public_key(fx.issuer), reason="issuer key leaked")
-    refused_with(decide(tracker, report)[0], "revoked")
+    routes.refused_with(decide(tracker, report)[0], "revoked", shown=200)
 
 
 def test_dropped_revocation_is_refused(fx):
     data, report = published(fx)
     revoke(fx, record_digest=records.record_digest_of_json(data), reason="withdrawn")
     tracker = fx.tracker()
-    refused_with(decide(tracker, report)[0], "revoked")
+    routes.refused_with(decide(tracker, report)[0], "revoked", shown=200)
     # A later version leaves the revocation out of the targets but the log still lists it.
     _, ts, snap, targets = fx.repo._current()
     for path in [p for p in targets.targets if p.startswith("revocations/")]:
@@ -189,7 +175,7 @@ def test_dropped_revocation_is_refused(fx):
     fx.repo._publish_version(targets, fx.repo.log_entries(targets), fx.signers, timestamps.now(), snap.version, ts.version)
     with pytest.raises(RevocationDroppedError):
         tracker.refresh()
-    refused_with(decide(tracker, report)[0], "revocation-dropped")
+    routes.refused_with(decide(tracker, report)[0], "revocation-dropped", shown=200)
 
 
 # ---- transparency log ----------------------------------------------------------------------------
@@ -198,7 +184,7 @@ def test_forked_log_is_refused(fx):
     data, report = published(fx)
     revoke(fx, record_digest=records.record_digest_of_json(data), reason="withdrawn")
     tracker = fx.tracker()
-    refused_with(decide(tracker, report)[0], "revoked")
+    routes.refused_with(decide(tracker, report)[0], "revoked", shown=200)
     # Rewrite history: drop the revocation from the targets AND the log, re-sign everything.
     _, ts, snap, targets = fx.repo._current()
     for path in [p for p in targets.targets if p.startswith("revocations/")]:
@@ -212,10 +198,10 @@ def test_forked_log_is_refused(fx):
     fx.repo.publish(fx.signers, [("other.dsse.json", other)])  # same size, other history: a fork
     with pytest.raises(LogForkError, match="rewritten"):
         tracker.refresh()
-    refused_with(decide(tracker, report)[0], "log-fork")
+    routes.refused_with(decide(tracker, report)[0], "log-fork", shown=200)
     # A Tracker that never saw the old log cannot know; it does see the record as admissible:
     # this is why Trackers keep their state (and why auditors gossip checkpoints).
-    admitted(decide(fx.tracker("newcomer"), report)[0])
+    routes.admitted(decide(fx.tracker("newcomer"), report)[0])
 
 
 def test_a_checkpoint_that_is_not_an_envelope_refuses_the_view(fx):
@@ -231,27 +217,27 @@ def test_a_checkpoint_that_is_not_an_envelope_refuses_the_view(fx):
     timestamp = repository.Timestamp(version=ts.version + 1, expires=ts.expires,
                                      snapshot_meta=repository.MetaFile.from_data(snapshot.version, sdata, ["sha256"]))
     fx.repo._write_metadata(repository.Metadata(timestamp), [fx.timestamp], ["timestamp.json"])
-    refused_with(decide(fx.tracker(), report)[0], "log-mismatch")
+    routes.refused_with(decide(fx.tracker(), report)[0], "log-mismatch", shown=200)
 
 
 def test_an_admitting_record_must_prove_inclusion(fx):
     data, report = published(fx)
     view = fx.tracker().refresh()
-    admitted(tracker_admission.decide_from_view(view, POLICY, routes.route_for(report)))
+    routes.admitted(tracker_admission.decide_from_view(view, POLICY, routes.route_for(report)))
     # A view whose log index points the record at another leaf: the screen passes, the proof fails.
     published(fx, lane_id="linux-x86_64-other")
     view = fx.tracker("t2").refresh()
     digest = records.record_digest_of_json(data)
     view.log_index_by_digest[digest] = 1 - view.log_index_by_digest[digest]
-    refused_with(tracker_admission.decide_from_view(view, POLICY, routes.route_for(report)), "not-in-log")
+    routes.refused_with(tracker_admission.decide_from_view(view, POLICY, routes.route_for(report)), "not-in-log", shown=200)
 
 
 def test_unreadable_tracker_state_is_never_reset_silently(fx):
     _, report = published(fx)
     tracker = fx.tracker()
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     (tracker.state_dir / "tracker_state.json").write_text("{not json")
-    refused_with(decide(tracker, report)[0], "distribution")
+    routes.refused_with(decide(tracker, report)[0], "distribution", shown=200)
 
 
 def test_inclusion_proof_verifies_against_the_checkpoint_and_fails_for_another_entry(fx):
@@ -277,18 +263,19 @@ def test_rotation_honours_records_issued_before_and_refuses_later_ones_by_the_re
     name, data, report = testing_repo.record_file(fx.issuer, issued_at=timestamps.now() - dt.timedelta(seconds=5))
     fx.repo.publish(fx.signers, [(name, data)])
     tracker = fx.tracker()
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     new_issuer = Ed25519PrivateKey.generate()
     fx.repo.rotate_targets_key(fx.signers, [new_issuer], retire="honour-issued-before")
     assert fx.repo.root().signed.version == 2
-    admitted(decide(tracker, report)[0])  # issued before the rotation: stands until it expires
+    routes.admitted(decide(tracker, report)[0])  # issued before the rotation: stands until it expires
     # The retired key, stolen, signs a fresh record and someone side-loads it.
     name, stolen, _ = testing_repo.record_file(fx.issuer, issued_at=timestamps.now() + dt.timedelta(seconds=1))
     view = tracker.refresh()
     view.log_index_by_digest[records.record_digest_of_json(stolen)] = 0  # even if it were in the log
     copy = admission.SignedInput(dsse.envelope_from_json(stolen), records.record_digest_of_json(stolen), name)
-    refused_with(tracker_admission.decide_from_view(dataclasses.replace(view, records=[]), POLICY,
-                                                    routes.route_for(report), extra_records=[copy]), "revoked")
+    routes.refused_with(tracker_admission.decide_from_view(dataclasses.replace(view, records=[]), POLICY,
+                                                           routes.route_for(report), extra_records=[copy]),
+                        "revoked", shown=200)
     # The publisher refuses to publish what the retired key signs.
     with pytest.raises(Exception, match="current targets key"):
         fx.repo.publish(dataclasses.replace(fx.signers, targets=[new_issuer]), [(name, stolen)])
@@ -297,17 +284,17 @@ def test_rotation_honours_records_issued_before_and_refuses_later_ones_by_the_re
 def test_rotation_refuse_all_refuses_every_record_of_the_retired_key(fx):
     _, report = published(fx)
     tracker = fx.tracker()
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     fx.repo.rotate_targets_key(fx.signers, [Ed25519PrivateKey.generate()], retire="refuse-all", reason="key compromised")
     decision, _ = decide(tracker, report)
-    refused_with(decision, "revoked")
+    routes.refused_with(decision, "revoked", shown=200)
     assert "key compromised" in decision.reasons[0]
 
 
 def test_key_dropped_from_root_without_a_retirement_statement_is_refused_as_retired(fx):
     _, report = published(fx)
     tracker = fx.tracker()
-    admitted(decide(tracker, report)[0])
+    routes.admitted(decide(tracker, report)[0])
     new_issuer = Ed25519PrivateKey.generate()
     root_md = fx.repo.root()
     root = root_md.signed
@@ -317,9 +304,9 @@ def test_key_dropped_from_root_without_a_retirement_statement_is_refused_as_reti
     root.version += 1
     fx.repo._write_metadata(root_md, fx.root_keys[:2], ["2.root.json", "root.json"])
     fx.repo.publish(dataclasses.replace(fx.signers, targets=[new_issuer]))
-    refused_with(decide(tracker, report)[0], "retired-key")
+    routes.refused_with(decide(tracker, report)[0], "retired-key", shown=200)
     # A Tracker that first refreshes after the rotation walks root v1 -> v2 and knows it too.
-    refused_with(decide(fx.tracker("late"), report)[0], "retired-key")
+    routes.refused_with(decide(fx.tracker("late"), report)[0], "retired-key", shown=200)
 
 
 def test_rotation_needs_the_root_threshold(fx):
