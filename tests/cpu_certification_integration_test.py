@@ -41,13 +41,14 @@ def _config(out: pathlib.Path, lane_dir: pathlib.Path = LANE_DIR, **over) -> Run
 @pytest.fixture(scope="module")
 def certified(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("certify")
-    report = runner.run(_config(tmp / "run", ctest_bundle=CTEST_BUNDLE))
     key = keys.generate("itest", tmp / "keys")
     policy = tmp / "policy.json"
     policy_edit.update_policy_file(policy, policy_id="itest", public_key=key.public_raw.read_bytes(), valid_days=30,
                                    required_checks=list(CHECKS), max_record_age_days=30,
                                    supported_record_schema_versions=sorted(schema_versions.CERTIFICATION.known()),
                                    speed_floors=[("linux-x86_64-cpu", "speed.tg_tokens_per_s", 1.0)])
+    # The run is bound to the policy it is signed under (a run without one is not recordable).
+    report = runner.run(_config(tmp / "run", ctest_bundle=CTEST_BUNDLE, policy=policy))
     record = certify.certify_report(tmp / "run" / "runner_report.pb", key.private_key, policy, tmp / "records", 30)
     return report, record, policy, tmp
 

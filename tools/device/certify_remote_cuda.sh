@@ -34,7 +34,7 @@ lanes_remote_cuda_libs "$work/lanes/cuda"
 
 runner_args=(--lane=linux-x86_64-cuda
   --lane_dir="$work/lanes/cuda" --evidence="$work/lanes/cuda.evidence.pb"
-  --cpu_lane_dir="$work/lanes/cpu" --spec="$carry/spec.json"
+  --cpu_lane_dir="$work/lanes/cpu" --cpu_lane_evidence="$work/lanes/cpu.evidence.pb" --spec="$carry/spec.json"
   --ctest_bundle="$work/lanes/cuda_ctest"
   --model="$models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf
   --roofline_model="$models/roofline_f16.gguf" --policy="$repo/evidence/policy.json")

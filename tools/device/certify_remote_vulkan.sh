@@ -88,7 +88,7 @@ done
 # RUNNER_EXTRA: bring-up flags (e.g. --skip=fixture_parity), which make the run non-recordable.
 python3 -m tools.runner.runner ${RUNNER_EXTRA:-} --timeout_s="${RUNNER_TIMEOUT_S:-900}" --lane=linux-x86_64-vulkan \
   --lane_dir="$work/lanes/vulkan" --evidence="$work/lanes/vulkan.evidence.pb" \
-  --cpu_lane_dir="$work/lanes/cpu" --peer_lane_dir="$work/lanes/cuda" --peer_backend=cuda --spec="$carry/spec.json" \
+  --cpu_lane_dir="$work/lanes/cpu" --cpu_lane_evidence="$work/lanes/cpu.evidence.pb" --peer_lane_dir="$work/lanes/cuda" --peer_backend=cuda --spec="$carry/spec.json" \
   --ctest_bundle="$work/lanes/vulkan_ctest" \
   --model="$models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf \
   --roofline_model="$models/roofline_f16.gguf" --policy="$repo/evidence/policy.json" \

@@ -52,6 +52,7 @@ class JobOptions:
     lane_dir: str = ""
     evidence: str = ""
     cpu_lane_dir: str = ""
+    cpu_lane_evidence: str = ""
     ctest_bundle: str = ""
     model: str = EMBEDDED_MODEL
     model_store: str = ""
@@ -218,12 +219,13 @@ def run_job(opts: JobOptions) -> int:
 
     lane_dir = lane_file(opts.lane_dir, alias, "lane_dir")
     cpu_lane = lane_file(opts.cpu_lane_dir, "cpu", "lane_dir") if alias != "cpu" else None
+    cpu_lane_evidence = lane_file(opts.cpu_lane_evidence, "cpu", "evidence") if alias != "cpu" else None
     # The run happens outside the repository; evidence/ is touched only once it is complete. The
     # dir's name carries this process's pid and start time: if we are killed, the next run removes it.
     staging = run_lock.make_staging_dir(f"lanes-run-{alias}-")
     try:
         with run_lock.stop_run_on_signal(lambda: None):  # SIGTERM: unwind through the finally below
-            return _run_and_sign(opts, staging, lane_id, alias, lane_dir, evidence, cpu_lane,
+            return _run_and_sign(opts, staging, lane_id, alias, lane_dir, evidence, (cpu_lane, cpu_lane_evidence),
                                  workspace, spec, policy_path, runs, records_dir)
     finally:
         if not (staging / run_lock.KEPT_MARKER).exists():
@@ -269,14 +271,14 @@ def _run_and_sign(opts: JobOptions, staging, lane_id, alias, lane_dir, evidence,
     config = RunnerConfig(
         lane=lane_id, lane_dir=lane_dir, evidence=evidence, spec=pathlib.Path(SPEC).resolve(),
         model=model, model_source=source,
-        out_dir=staging, report=staging / "runner_report.pb", cpu_lane_dir=cpu_lane,
+        out_dir=staging, report=staging / "runner_report.pb", cpu_lane_dir=cpu_lane[0], cpu_lane_evidence=cpu_lane[1],
         kv_types=tuple(opts.kv_types),
         roofline_model=pathlib.Path(CPU_ROOFLINE_MODEL).resolve() if alias == "cpu" else None,
         upstream_dir=_upstream_build(workspace, alias),
         ctest_bundle=_ctest_bundle(workspace, spec, lane_id, alias, opts.ctest_bundle),
+        # Floors, speed-up ratios and bounds, as admission will apply them (none: not recordable).
+        policy=policy_path if policy_path.exists() else None,
     )
-    if policy_path.exists():  # floors, speed-up ratios and bounds, as admission will apply them
-        runner.apply_policy(config, policy_path, lane_id)
     print(f"certify: running every check of {lane_id} on this machine (logs in {staging}/logs)", flush=True)
     report = runner.run(config)
     print(report_lib.summary_table(report), flush=True)

@@ -19,6 +19,8 @@ flags.DEFINE_string("evidence", "", "The lane's build evidence (binary proto); d
                     "(//lanes:<alias>.lane.json) in this job's runfiles.")
 flags.DEFINE_string("cpu_lane_dir", "", "CPU lane for accelerator parity and speed-up; default: the lane_dir of "
                     "//lanes:cpu.lane.json in this job's runfiles.")
+flags.DEFINE_string("cpu_lane_evidence", "", "--cpu_lane_dir's build evidence; default: the evidence of "
+                    "//lanes:cpu.lane.json in this job's runfiles.")
 flags.DEFINE_string("ctest_bundle", "", "The lane's llama.cpp CTest bundle for the runner's upstream_ctest step; default, where "
                     "the lane spec runs the suite in certification: bazel-bin/lanes/<alias>_ctest (bazel build //lanes:<alias>_ctest).")
 flags.DEFINE_string("model", main_job.EMBEDDED_MODEL, "GGUF to certify: the embedded model (default), or a model in the "
@@ -42,6 +44,7 @@ def main(argv: list[str]) -> int:
     del argv
     return main_job.main(main_job.JobOptions(
         lane=FLAGS.lane, lane_dir=FLAGS.lane_dir, evidence=FLAGS.evidence, cpu_lane_dir=FLAGS.cpu_lane_dir,
+        cpu_lane_evidence=FLAGS.cpu_lane_evidence,
         ctest_bundle=FLAGS.ctest_bundle,
         model=FLAGS.model, model_store=FLAGS.model_store, workspace=FLAGS.workspace, publish=FLAGS.publish,
         policy=FLAGS.policy, records=FLAGS.records, runs=FLAGS.runs, key=FLAGS.key,

@@ -16,7 +16,7 @@ from tools.core import errors
 from tools.runner import config as config_lib
 from tools.runner import report as report_lib
 from tools.runner import runner
-from tools.runner.lane_spec import LaneSpecError, load_lane
+from tools.runner.lane_spec import LaneSpecError
 
 FLAGS = flags.FLAGS
 
@@ -44,7 +44,6 @@ def define_flags() -> None:
             flags.DEFINE_string(f.name, default, help_text)
         if f.metadata.get("required"):
             required.append(f.name)
-    flags.DEFINE_string("policy", "", "Admission policy JSON: its speed floors for this lane raise --speed_floor_*.")
     flags.mark_flags_as_required(required)
 
 
@@ -59,10 +58,7 @@ def config_from_flags() -> config_lib.RunnerConfig:
         if value is None and f.default_factory is not dataclasses.MISSING:
             continue  # not given: the field's own default (e.g. threads: every core)
         values[f.name] = value
-    cfg = config_lib.RunnerConfig(**values)
-    if FLAGS.policy:
-        runner.apply_policy(cfg, pathlib.Path(FLAGS.policy), load_lane(cfg.spec, cfg.lane).lane_id)
-    return cfg
+    return config_lib.RunnerConfig(**values)
 
 
 def main(argv: list[str]) -> int:

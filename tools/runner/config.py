@@ -32,17 +32,24 @@ class RunOptions:
     report: pathlib.Path = option(help="Report path (.pb; a .json twin is written beside it).", path=True, required=True)
     cpu_lane_dir: pathlib.Path | None = option(
         None, "Accelerator lanes: the CPU lane (parity oracle and speed baseline).", path=True)
+    cpu_lane_evidence: pathlib.Path | None = option(
+        None, "Accelerator lanes: --cpu_lane_dir's build evidence (<lane>.evidence.pb); the CPU lane is re-hashed "
+        "against it.", path=True)
     model_source: str = option("", "Where the model came from, e.g. embedded://tools/model:tiny_llama_f32; default: the path.")
     threads: int = option(help="CPU threads for the lane binaries (default: all cores).",
                           default_factory=lambda: os.cpu_count() or 1)
     skip: tuple[str, ...] = option((), "Checks to skip (bring-up only: non-recordable, exit != 0). One of "
                                    f"{','.join(CHECKS)}.")
     timeout_s: float = option(600.0, "Timeout of each command a step runs, seconds.")
-    parity_prompt: str = option("The quick brown fox jumps over the lazy dog. Once upon a time")
+    # Empty / -1: drawn fresh for the run (tools/runner/challenge.py); a fixed one is bring-up only.
+    parity_prompt: str = option("")
     n_predict: int = option(16)
-    seed: int = option(42)
+    seed: int = option(-1)
     build_provenance: str = option("bazel", 'How the artifacts came to be: "bazel" or "rebuild-from-lane-spec on <host>".')
     gpu_index: int = option(0, "GPU (nvidia-smi index) the run is about.")
+    policy: pathlib.Path | None = option(
+        None, "Admission policy JSON: its floors and ceilings for this lane bind the run (a run without one is "
+        "not recordable).", path=True)
 
 
 def option_fields() -> list[dataclasses.Field]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from proto import build_evidence_pb2 as epb
 from proto import runner_report_pb2 as rpb
 from tools.runner import backends
+from tools.runner.challenge import Challenge
 from tools.runner.lane_spec import Lane
 from tools.runner.steps import ProcessTracker
 
@@ -28,6 +29,10 @@ class RunContext:
     model_bytes: int = 0  # weight bytes (llama-bench model_size), for the roofline
     model_info: object | None = None  # model_file.ModelInfo, set by preflight
     non_recordable: list[str] = dataclasses.field(default_factory=list)
+    # Accelerator runs: the reference CPU lane's evidence and its digest (preflight verifies them).
+    reference_evidence: epb.BuildEvidence | None = None
+    reference_evidence_digest: str = ""
+    challenge: Challenge | None = None  # this run's prompts and seed (runner.run draws them)
 
     def bin(self, name: str, lane_dir: pathlib.Path | None = None) -> pathlib.Path:
         return (lane_dir or self.config.lane_dir) / "bin" / name

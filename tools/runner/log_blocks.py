@@ -8,6 +8,8 @@ the runner's own file (runs made before that file: its `# lanes-config` lines ou
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import json
 import pathlib
@@ -165,13 +167,30 @@ def runner_lines(log_text: str) -> str:
     return "\n".join(out)
 
 
+# Runs made before <step>.config.json existed kept their configuration as `# lanes-config` lines in
+# the step log, where a lane's own output can print the same lines. Only the audit of such a run
+# (an older runner_version) reads them; a current run without its config file has no configuration.
+_LEGACY_CONFIG = contextvars.ContextVar("lanes_legacy_step_config", default=False)
+
+
+@contextlib.contextmanager
+def legacy_config_allowed(allowed: bool = True):
+    token = _LEGACY_CONFIG.set(allowed)
+    try:
+        yield
+    finally:
+        _LEGACY_CONFIG.reset(token)
+
+
 def step_config(logs_dir: pathlib.Path, step: str) -> dict[str, str]:
-    """The configuration the runner gave one step: its <step>.config.json; for runs made before that
-    file existed, the `# lanes-config` lines the runner wrote outside command blocks."""
+    """The configuration the runner gave one step: its <step>.config.json (inside
+    legacy_config_allowed(): for older runs without it, their in-log `# lanes-config` lines)."""
     path = config_path(logs_dir, step)
     if path.is_file():
         return load_config(path)
-    return legacy_config(read(pathlib.Path(logs_dir) / f"{step}.log"))
+    if _LEGACY_CONFIG.get():
+        return legacy_config(read(pathlib.Path(logs_dir) / f"{step}.log"))
+    return {}
 
 
 def legacy_config(log_text: str) -> dict[str, str]:

@@ -76,7 +76,33 @@ def test_a_variant_the_spec_does_not_list_fails_preflight(tmp_path):
     with pytest.raises(preflight_devices.Failed, match="'zen5', which the lane spec does not list"):
         preflight_devices.detect_cpu_variant(ctx, step)
     exe.write_text(exe.read_text().replace("zen5", "zen4"))
-    assert preflight_devices.detect_cpu_variant(ctx, step) == "zen4"
+    assert preflight_devices.detect_cpu_variant(ctx, step, ZEN4_CPUINFO) == "zen4"
+    # The same loader line on an Intel AMX host: ggml would have loaded sapphirerapids there, so the
+    # line is another host's (a replay) and preflight refuses it.
+    lane = Lane("linux-x86_64-cpu", "cpu", "linux", "x86_64", "cpu", "host-cc", (), (), (),
+                cpu_variants=("x64", "zen4", "sapphirerapids"))
+    ctx = RunContext(config=cfg, lane=lane, logs_dir=tmp_path / "logs", scratch_dir=tmp_path / "s")
+    step = Step("preflight", tmp_path / "logs", ProcessTracker())
+    with pytest.raises(preflight_devices.Failed, match="the pinned ggml chooses 'sapphirerapids'"):
+        preflight_devices.detect_cpu_variant(ctx, step, ZEN4_CPUINFO.replace("flags\t:", "flags\t: amx_tile amx_int8"))
+
+
+_AVX512 = "avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16"
+ZEN4_CPUINFO = f"vendor_id\t: AuthenticAMD\nflags\t: fpu sse4_2 avx f16c fma avx2 bmi2 {_AVX512}\n"
+
+
+def test_expected_variant_follows_ggml_scores():
+    from tools.runner import host_cpu
+    all_variants = tuple(host_cpu.VARIANT_FEATURES)
+    zen4 = host_cpu.cpuinfo_flags(ZEN4_CPUINFO)
+    assert host_cpu.expected_variant(all_variants, zen4) == "zen4"
+    assert host_cpu.expected_variant(all_variants, zen4 | {"amx_int8", "amx_tile"}) == "sapphirerapids"
+    assert host_cpu.expected_variant(all_variants, {"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2"}) == "haswell"
+    assert host_cpu.expected_variant(all_variants, {"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2", "avx_vnni"}) == "alderlake"
+    assert host_cpu.expected_variant(all_variants, set()) == "x64"
+    assert host_cpu.expected_variant(("zen4",), set()) is None
+    with pytest.raises(host_cpu.HostCpuError, match="not in the pinned tree's table"):
+        host_cpu.expected_variant(("zen9",), zen4)
 
 
 if __name__ == "__main__":

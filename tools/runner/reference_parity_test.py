@@ -15,20 +15,76 @@ def _logits(n=6, v=32, seed=0):
     return np.random.default_rng(seed).normal(0, 3, (n, v))
 
 
-def _ref_logs(tmp_path, ref, got):
+def _ref_logs(tmp_path, ref, got, **extra):
+    import numpy as np
+
+    from tools.runner import log_blocks
     from tools.runner.checks import reference_parity as rp
-    (tmp_path / "reference_parity.log").write_text("".join(f"# lanes-config {k}={v!r}\n" for k, v in REF_TOL.items()))
-    rp.save_logits(tmp_path / rp.LOGITS_FILE, list(range(len(ref))), got, ref)
+    config = {k: repr(v) for k, v in REF_TOL.items()}
+    config.update({f"fa_on.{k}": repr(v) for k, v in FA_TOL.items()})
+    log_blocks.write_config(log_blocks.config_path(tmp_path, rp.STEP), config)
+    tokens = np.arange(len(ref), dtype=np.int32)
+    arrays = {"tokens": tokens, "expected_tokens": tokens, "lane": got, "reference": ref}
+    arrays.update(extra)
+    rp.save_logits(tmp_path / rp.LOGITS_FILE, arrays)
     return rp.recompute(tmp_path)
+
+
+FA_TOL = {"tol_max_abs_delta_logit": 0.05, "tol_mean_kl": 1e-4, "tol_top1_agreement_decisive": 1.0,
+          "tol_min_decisive_fraction": 0.5, "tie_margin": 0.1}
+
+
+def test_lane_tokens_must_be_the_vocabularys_and_enough(tmp_path):
+    """A lane that tokenizes the prompt as BOS alone is compared on one position: refused, and so is
+    one whose tokens are not the ones the model's vocabulary gives (computed without the lane)."""
+    import numpy as np
+
+    from tools.runner import log_blocks
+    from tools.runner.checks import reference_parity as rp
+    ref = _logits(n=20)
+    _ref_logs(tmp_path, ref[:1], ref[:1].astype(np.float32))
+    assert any("only 1 token positions compared; need at least 16" in p for p in rp.problems(tmp_path))
+    _ref_logs(tmp_path, ref, ref.astype(np.float32))
+    assert rp.problems(tmp_path) == []
+    with np.load(tmp_path / rp.LOGITS_FILE) as z:
+        arrays = dict(z)
+    arrays["expected_tokens"] = arrays["expected_tokens"] + 1
+    rp.save_logits(tmp_path / rp.LOGITS_FILE, arrays)
+    assert any("differ from the model vocabulary's 20 tokens" in p for p in rp.problems(tmp_path))
+    assert log_blocks.step_config(tmp_path, rp.STEP)
+
+
+def test_flash_attention_on_is_compared_end_to_end(tmp_path):
+    import numpy as np
+
+    from tools.runner.checks import reference_parity as rp
+    ref = _logits(n=20)
+    lane = ref.astype(np.float32)
+    _ref_logs(tmp_path, ref, lane, float64=ref, lane_fa_on=(ref + 1e-3).astype(np.float32))
+    assert rp.problems(tmp_path) == []
+    counts, metrics = _ref_logs(tmp_path, ref, lane, float64=ref, lane_fa_on=(ref + 0.2).astype(np.float32))
+    assert metrics["fa_on.max_abs_delta_logit"] > 0.1
+    assert any(p.startswith("flash attention on vs float64: max |delta logit|") for p in rp.problems(tmp_path))
+
+
+def test_an_accelerator_identical_to_the_cpu_lane_is_not_computed_on_the_device(tmp_path):
+    import numpy as np
+
+    from tools.runner.checks import reference_parity as rp
+    ref = _logits(n=20).astype(np.float32)
+    _ref_logs(tmp_path, ref, ref.copy(), cpu_lane=ref)
+    assert any("bit-identical to the CPU lane's" in p for p in rp.problems(tmp_path))
+    _ref_logs(tmp_path, ref, ref + np.float32(1e-4), cpu_lane=ref)
+    assert rp.problems(tmp_path) == []
 
 
 def test_reference_parity_recompute_and_pass(tmp_path):
     import numpy as np
 
     from tools.runner.checks import reference_parity as rp
-    ref = _logits()
+    ref = _logits(n=20)
     counts, metrics = _ref_logs(tmp_path, ref, (ref + 1e-5).astype(np.float32))
-    assert counts["n_tokens"] == 6 and counts["n_decisive"] >= 3 and counts["nonfinite_lane"] == 0
+    assert counts["n_tokens"] == 20 and counts["n_decisive"] >= 3 and counts["nonfinite_lane"] == 0
     assert metrics["max_abs_delta_logit"] < 1e-4 and metrics["top1_agreement_decisive"] == 1.0
     assert metrics["tol_mean_kl"] == 1e-8
     assert rp.judge(counts, metrics, REF_TOL) == []
@@ -39,7 +95,7 @@ def test_reference_parity_nan_logits_fail(tmp_path):
     import numpy as np
 
     from tools.runner.checks import reference_parity as rp
-    ref = _logits()
+    ref = _logits(n=20)
     got = ref.copy()
     got[2, 5] = np.nan
     counts, metrics = _ref_logs(tmp_path, ref, got)
@@ -59,7 +115,7 @@ def test_reference_parity_all_tie_logits_fail(tmp_path):
     import numpy as np
 
     from tools.runner.checks import reference_parity as rp
-    ref = np.zeros((6, 32))
+    ref = np.zeros((20, 32))
     counts, metrics = _ref_logs(tmp_path, ref, ref.astype(np.float32))
     assert counts["n_decisive"] == 0 and "top1_agreement_decisive" not in metrics
     problems = rp.judge(counts, metrics, REF_TOL)

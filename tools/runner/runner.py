@@ -17,11 +17,13 @@ from proto import runner_report_pb2 as rpb
 from tools.core import errors
 from tools.evidence import build_evidence
 from tools.model import model_store
-from tools.runner import checks, run_lock, speed_floors
+from tools.runner import challenge as challenge_lib
+from tools.runner import checks, lane_files, log_blocks, run_lock, strictness
 from tools.runner import recipe as recipe_lib
 from tools.runner import report as report_lib
 from tools.runner.checks import cleanup
 from tools.runner.checks.base import Check
+from tools.runner.checks.graph_smoke import DEFAULT_KV_TYPES
 from tools.runner.config import RunnerConfig
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import LaneSpecError, load_lane
@@ -71,6 +73,7 @@ def _finish_report(report: rpb.RunnerReport, ctx: RunContext | None, config: Run
         report.build_evidence_digest = build_evidence.evidence_digest(config.evidence)
     if ctx is not None:
         report.device_class.CopyFrom(ctx.device)
+        report.reference_lane_evidence_digest = ctx.reference_evidence_digest
         if ctx.evidence is not None:
             report.upstream_commit = ctx.evidence.upstream.commit
             report.patch_stack_digest = ctx.evidence.patch_stack_digest
@@ -108,10 +111,19 @@ def run(config: RunnerConfig) -> rpb.RunnerReport:
         _write(report, config)
         return report
     report.lane_id = lane.lane_id
+    # Loosened bounds and a missing policy are known before anything runs; the policy binds the run.
+    non_recordable += strictness.apply(config, lane.lane_id, DEFAULT_KV_TYPES)
     logs_dir = config.out_dir / "logs"
     logs_dir.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(config=config, lane=lane, logs_dir=logs_dir,
                      scratch_dir=run_lock.make_staging_dir("lanes-runner-"))  # owner in the name: swept if we die
+    # Fresh prompts and seed for this run, recorded before anything runs (a replay cannot know them).
+    ctx.challenge = challenge_lib.draw(config.parity_prompt, config.seed)
+    config.parity_prompt, config.seed = ctx.challenge.parity_prompt, ctx.challenge.seed
+    if ctx.challenge.fixed:
+        ctx.non_recordable.append("--parity_prompt or --seed fixed on the command line (bring-up only): "
+                                  "a recordable run draws its challenge fresh")
+    report.logs.append(report_lib.log_digest(challenge_lib.write(ctx.challenge, logs_dir), config.report.parent))
 
     def stop_everything() -> None:
         # Whatever happened (a skipped cleanup check, SIGTERM), leave nothing behind; the lock last.
@@ -145,12 +157,20 @@ def _run_checks(ctx: RunContext, report: rpb.RunnerReport) -> None:
         step = Step(name, ctx.logs_dir, ctx.tracker)
         print(f"[runner] {name} ...", flush=True)
         t0 = time.monotonic()
-        try:
-            status, message = check.run(ctx, step, report)
-        except Exception as err:  # a crashed check is a failed check, with its traceback in the log
-            step.log(traceback.format_exc())
-            status, message = CR.FAIL, f"check crashed: {type(err).__name__}: {err}"
+        changed = _changed_since_hashed(ctx, report, step)
+        if changed:  # what would run is not what was hashed: nothing of this step runs
+            status, message = CR.FAIL, changed
+        else:
+            try:
+                status, message = check.run(ctx, step, report)
+            except Exception as err:  # a crashed check is a failed check, with its traceback in the log
+                step.log(traceback.format_exc())
+                status, message = CR.FAIL, f"check crashed: {type(err).__name__}: {err}"
         step.result.seconds = time.monotonic() - t0
+        tampered = _config_file_changed(step)
+        if tampered:  # the step's configuration is the runner's; a lane process rewrote or removed it
+            step.log(f"# {tampered}")
+            status, message = CR.FAIL, tampered
         # The report's figures are recompute(logs)'s, so an auditor re-derives exactly them.
         problem = _recompute_figures(check, ctx.logs_dir, step.result)
         if problem:
@@ -172,9 +192,47 @@ def _run_checks(ctx: RunContext, report: rpb.RunnerReport) -> None:
         if name != "cleanup":
             # Every process this step started must be gone now (the cleanup check aggregates these).
             cleanup.after_step(ctx, name, ctx.tracker.pids[pids_before:])
+    changed = _changed_since_hashed(ctx, report, None)
+    if changed:
+        ctx.non_recordable.append(f"after the last step: {changed}")
     steps_log = cleanup.steps_log_path(ctx.logs_dir)
     if steps_log.is_file() and not any(d.path.endswith(steps_log.name) for d in report.logs):
         report.logs.append(report_lib.log_digest(steps_log, report_dir))  # cleanup did not run: still digested
+
+
+def _config_file_changed(step: Step) -> str:
+    """Why <step>.config.json is not what the runner wrote ("" when it is)."""
+    written = dict(step._config)  # noqa: SLF001 (the runner owns the step's configuration)
+    path = step.config_path
+    if not written:
+        return f"{path.name} appeared during the step, written by a lane process" if path.exists() else ""
+    try:
+        on_disk = log_blocks.load_config(path)
+    except log_blocks.StepConfigError as err:
+        return f"{path.name} was damaged during the step ({err})"
+    if on_disk != written:
+        changed = sorted(k for k in set(on_disk) | set(written) if on_disk.get(k) != written.get(k))
+        return f"{path.name} was changed during the step (keys {', '.join(changed[:5])}): not the runner's configuration"
+    return ""
+
+
+def _changed_since_hashed(ctx: RunContext, report: rpb.RunnerReport, step: Step | None) -> str:
+    """Why the lane (or the reference CPU lane) differs from what was hashed; "" when unchanged.
+
+    From the first step after artifact_integrity passed: a lane binary may rewrite a sibling.
+    """
+    if not any(c.name == "artifact_integrity" and c.status == CR.PASS for c in report.checks):
+        return ""
+    lanes = [("the lane", ctx.evidence, ctx.config.lane_dir)]
+    if ctx.reference_evidence is not None:
+        lanes.append(("the reference CPU lane", ctx.reference_evidence, ctx.config.cpu_lane_dir))
+    problems = [f"{what}: {p}" for what, ev, lane_dir in lanes for p in lane_files.differences(ev, lane_dir)]
+    if step is not None:
+        step.log(f"# lanes re-hashed before this step: {len(problems)} difference(s) from their build evidence")
+    if not problems:
+        return ""
+    return ("artifacts changed after artifact_integrity hashed them: " + "; ".join(problems[:5])
+            + (f" (+{len(problems) - 5})" if len(problems) > 5 else ""))
 
 
 def _recompute_figures(check: Check, logs_dir: pathlib.Path, result: CR) -> str:
@@ -222,19 +280,6 @@ def exit_code(report: rpb.RunnerReport) -> int:
     if report.status == rpb.RunnerReport.UNAVAILABLE:
         return EXIT_UNAVAILABLE
     return EXIT_FAIL
-
-
-def apply_policy(cfg: RunnerConfig, policy_path: pathlib.Path, lane_id: str) -> None:
-    """The policy's floors raise the run's; its ceilings are the run's bounds (admission re-checks
-    both against the record, so a run held to looser bounds than the policy is refused anyway)."""
-    tg, pp = speed_floors.floors_for_lane(policy_path, lane_id)
-    cfg.speed_floor_tg, cfg.speed_floor_pp = max(cfg.speed_floor_tg, tg), max(cfg.speed_floor_pp, pp)
-    rel_pp, rel_tg = speed_floors.relative_floors_for_lane(policy_path, lane_id)
-    cfg.min_speedup_roofline_pp = max(cfg.min_speedup_roofline_pp, rel_pp)
-    cfg.min_speedup_roofline_tg = max(cfg.min_speedup_roofline_tg, rel_tg)
-    cancel = speed_floors.ceiling_for_lane(policy_path, lane_id, speed_floors.CANCEL_CEILING)
-    if cancel is not None:
-        cfg.cancel_bound_s = cancel
 
 
 if __name__ == "__main__":

@@ -55,19 +55,43 @@ def test_committed_policy_holds_cuda_to_the_cpu_lane():
     assert speed_floors.ceiling_for_lane(committed, "linux-x86_64-cuda", speed_floors.CANCEL_CEILING) == 5.0
 
 
-def test_apply_policy_sets_floors_ratios_and_the_cancel_bound(tmp_path):
-    from tools.runner import runner
-    from tools.runner.config import RunnerConfig
+def test_the_policy_binds_the_run_and_loosening_is_not_recordable(tmp_path):
+    from tools.runner import strictness
+    from tools.runner.config import DEFAULT_KV_TYPES, RunnerConfig
     policy = tmp_path / "p.json"
     policy.write_text(json.dumps({
         "speed_floors": [{"lane_id": "*", "metric": "speed.tg_tokens_per_s", "min_value": 9}],
         "metric_ceilings": [{"lane_id": "*", "metric": speed_floors.CANCEL_CEILING, "max_value": 2.5},
                             {"lane_id": "other", "metric": speed_floors.CANCEL_CEILING, "max_value": 0.1}],
     }))
-    cfg = RunnerConfig(lane="x", lane_dir=tmp_path, evidence=None, spec=tmp_path, model=None,
-                       out_dir=tmp_path, report=tmp_path / "r.pb")
-    runner.apply_policy(cfg, policy, "lane-a")
+
+    def config(**kw):
+        return RunnerConfig(lane="x", lane_dir=tmp_path, evidence=None, spec=tmp_path, model=None,
+                            out_dir=tmp_path, report=tmp_path / "r.pb", **kw)
+
+    cfg = config(policy=policy)
+    assert strictness.apply(cfg, "lane-a", DEFAULT_KV_TYPES) == []
     assert (cfg.speed_floor_tg, cfg.cancel_bound_s) == (9.0, 2.5)
+    # A flag looser than the policy is tightened to it; one looser than the default is not recordable.
+    cfg = config(policy=policy, speed_floor_tg=1.0, cancel_bound_s=1.0)
+    assert strictness.apply(cfg, "lane-a", DEFAULT_KV_TYPES) == []
+    assert (cfg.speed_floor_tg, cfg.cancel_bound_s) == (9.0, 1.0)
+    loose = config(policy=policy, parity_max_abs_delta=1.0, parity_min_top1=0.0, kv_types=("f16",))
+    reasons = strictness.apply(loose, "lane-a", DEFAULT_KV_TYPES)
+    assert any("--parity_max_abs_delta=1 is looser than the default 0.05" in r for r in reasons)
+    assert any("--parity_min_top1=0 is looser than the default 1" in r for r in reasons)
+    assert any("--kv_types=f16 leaves out" in r for r in reasons)
+    assert strictness.apply(config(), "lane-a", DEFAULT_KV_TYPES) == [
+        "no --policy: a recordable run is held to the admission policy's floors and ceilings"]
+
+
+def test_every_bound_option_is_registered():
+    from tools.runner import config, strictness
+    bound_like = {f.name for f in config.option_fields()
+                  if f.type in ("float", "int", float, int) and any(w in f.name for w in strictness.BOUND_WORDS)}
+    assert bound_like - set(strictness.BOUNDS) == set(), "a bound option strictness.BOUNDS does not know"
+    names = {f.name for f in config.option_fields()}
+    assert set(strictness.BOUNDS) <= names
 
 
 def test_unreadable_policy_is_named(tmp_path):

@@ -16,7 +16,7 @@ import time
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
-from tools.runner import backends, log_blocks, model_file, run_lock
+from tools.runner import backends, lane_files, log_blocks, model_file, run_lock
 from tools.runner.checks.base import Check, option
 from tools.runner.checks.preflight_devices import (
     BACKEND_CHECKS,
@@ -168,6 +168,14 @@ def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None =
                 problems.append("accelerator lanes need --cpu_lane_dir (the CPU lane, for model-level parity and speed-up)")
             else:
                 problems += check_binaries(cfg.cpu_lane_dir, ("llama-logits", "llama-bench"))
+                if not problems:
+                    try:
+                        ctx.reference_evidence, ctx.reference_evidence_digest = lane_files.verify_reference_lane(
+                            cfg.cpu_lane_dir, cfg.cpu_lane_evidence, lane.arch)
+                    except lane_files.ReferenceLaneError as err:
+                        problems.append(str(err))
+                    else:
+                        step.config("reference_lane_evidence_digest", ctx.reference_evidence_digest)
         if problems:
             raise Failed("; ".join(problems))
         if lane.cpu_variants:

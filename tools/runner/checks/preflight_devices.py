@@ -12,7 +12,7 @@ import re
 import shutil
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import backends, exits
+from tools.runner import backends, exits, host_cpu
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -97,7 +97,7 @@ def check_cpu(ctx: RunContext, step: Step, cpuinfo_text: str | None = None) -> r
 
 # The x86 features ggml's CPU variants are built for (informational in the device class).
 X86_ISA_FLAGS = ("sse4_2", "avx", "f16c", "fma", "avx2", "bmi2", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
-                 "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8")
+                 "avx512vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8")
 _CPU_VARIANT_LOADED = re.compile(r"load_backend: loaded CPU backend from (\S*?)libggml-cpu-([A-Za-z0-9_.]+)\.so\s*$",
                                  re.MULTILINE)
 
@@ -111,7 +111,7 @@ def parse_cpu_variant(text: str) -> str | None:
     return found.pop() if found else None
 
 
-def detect_cpu_variant(ctx: RunContext, step: Step) -> str:
+def detect_cpu_variant(ctx: RunContext, step: Step, cpuinfo_text: str | None = None) -> str:
     """Runs a lane binary that loads ggml's backends and reads which CPU variant it chose."""
     # llama-bench prints ggml's own loader lines (llama-completion's logger hides them).
     res = step.run([ctx.bin("llama-bench"), "--list-devices"], 60)
@@ -125,8 +125,31 @@ def detect_cpu_variant(ctx: RunContext, step: Step) -> str:
     if variant not in ctx.lane.cpu_variants:
         raise Failed(f"ggml loaded CPU variant {variant!r}, which the lane spec does not list "
                      f"({', '.join(ctx.lane.cpu_variants)})")
+    # The loader line is the lane's word: the host's own flags say which variant ggml must choose.
+    if cpuinfo_text is None:
+        cpuinfo_text = _read_cpuinfo()
+    flags = host_cpu.cpuinfo_flags(cpuinfo_text)
+    try:
+        expected = host_cpu.expected_variant(ctx.lane.cpu_variants, flags)
+    except host_cpu.HostCpuError as err:
+        raise Failed(str(err)) from err
+    step.config("host_cpu_flags", " ".join(sorted(flags)))
+    step.config("expected_cpu_variant", expected or "")
     step.config("cpu_variant", f"{variant}")
+    if variant != expected:
+        lacking = host_cpu.missing_flags(variant, flags)
+        why = f" (the host lacks {', '.join(lacking)})" if lacking else ""
+        raise Failed(f"the lane says ggml loaded CPU variant {variant!r}{why}, but on this host's CPU flags "
+                     f"(/proc/cpuinfo) the pinned ggml chooses {expected!r}: the loader line is not this host's")
     return variant
+
+
+def _read_cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return f.read(4 << 20)
+    except OSError:
+        return ""
 
 
 def parse_nvidia_smi_query(text: str) -> list[dict[str, str]]:

@@ -19,7 +19,7 @@ import pathlib
 import numpy as np
 
 from proto import runner_report_pb2 as rpb
-from tools.model import reference_forward
+from tools.model import reference_forward, spm_tokenizer
 from tools.runner import exits, log_blocks
 from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
@@ -30,6 +30,11 @@ CR = rpb.CheckResult
 STEP = "reference_parity"
 LOGITS_FILE = f"{STEP}.logits.npz"
 TIE_MARGIN = 0.1  # nats between the reference's top-1 and top-2 for a position to count as decisive
+# Fewer positions than this prove little (a lane that tokenizes the prompt as BOS alone gives one).
+MIN_TOKENS = 16
+# The comparisons kept in the logits file: (figure prefix, reference array, lane array). The first
+# is the check's main comparison; the others are there when the arrays are.
+COMPARISONS = (("", "reference", "lane"), ("fa_on.", "float64", "lane_fa_on"), ("float64.", "float64", "lane"))
 
 
 
@@ -50,6 +55,16 @@ def tolerances(ctx: RunContext) -> dict[str, float]:
     delta, kl = ((cfg.parity_max_abs_delta, cfg.parity_max_mean_kl) if ctx.lane.is_accelerator
                  else (cfg.reference_max_abs_delta, cfg.reference_max_mean_kl))
     return {"tol_max_abs_delta_logit": delta, "tol_mean_kl": kl, "tol_top1_agreement_decisive": cfg.parity_min_top1,
+            "tol_min_decisive_fraction": cfg.parity_min_decisive_fraction, "tie_margin": TIE_MARGIN,
+            "tol_min_tokens": float(MIN_TOKENS)}
+
+
+def secondary_tolerances(ctx: RunContext) -> dict[str, float]:
+    """Flash attention on (F16 KV cache) against float64, and an accelerator against float64: the
+    F16 rounding of K/V puts them at the accelerator's bounds, not the F32 path's."""
+    cfg = ctx.config
+    return {"tol_max_abs_delta_logit": cfg.parity_max_abs_delta, "tol_mean_kl": cfg.parity_max_mean_kl,
+            "tol_top1_agreement_decisive": cfg.parity_min_top1,
             "tol_min_decisive_fraction": cfg.parity_min_decisive_fraction, "tie_margin": TIE_MARGIN}
 
 
@@ -115,24 +130,69 @@ def judge(counts: dict[str, int], metrics: dict[str, float], tol: dict[str, floa
     return problems
 
 
-def save_logits(path: pathlib.Path, tokens: np.ndarray, lane: np.ndarray, reference: np.ndarray) -> None:
-    # Exactly the arrays compared: the lane's float32 as llama-logits wrote them, the reference
-    # as computed (float64 for the NumPy oracle, float32 for the CPU lane).
+def save_logits(path: pathlib.Path, arrays: dict[str, np.ndarray]) -> None:
+    # Exactly the arrays compared: the lane's float32 as llama-logits wrote them, the references as
+    # computed (float64 for the NumPy oracle, float32 for the CPU lane), the prompt's token ids as
+    # the lane used them and as the model's vocabulary gives them.
     with open(path, "wb") as f:
-        np.savez_compressed(f, tokens=np.asarray(tokens), lane=np.asarray(lane), reference=np.asarray(reference))
+        np.savez_compressed(f, **{k: np.asarray(v) for k, v in arrays.items()})
 
 
-def read_tolerances(config: dict[str, str]) -> dict[str, float]:
-    return {k: float(v) for k, v in config.items() if k.startswith(("tol_", "tie_margin"))}
+def read_tolerances(config: dict[str, str], prefix: str = "") -> dict[str, float]:
+    return {k[len(prefix):]: float(v) for k, v in config.items()
+            if k.startswith(prefix) and k[len(prefix):].startswith(("tol_", "tie_margin"))}
+
+
+def _tokens_figures(z) -> dict[str, int]:
+    lane, expected = np.asarray(z["tokens"]), np.asarray(z["expected_tokens"])
+    same = lane.shape == expected.shape and bool(np.array_equal(lane, expected))
+    return {"n_expected_tokens": int(expected.size), "tokens_match_vocabulary": int(same)}
 
 
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
     logs_dir = pathlib.Path(logs_dir)
-    tol = read_tolerances(log_blocks.step_config(logs_dir, STEP))
+    config = log_blocks.step_config(logs_dir, STEP)
+    counts: dict[str, int] = {}
+    metrics: dict[str, float] = {}
     with np.load(logs_dir / LOGITS_FILE, allow_pickle=False) as z:
-        counts, metrics = compare(z["reference"], z["lane"], tol.get("tie_margin", TIE_MARGIN))
-    metrics.update(tol)
+        for prefix, ref_key, lane_key in COMPARISONS:
+            if ref_key not in z.files or lane_key not in z.files:
+                continue
+            if prefix == "float64." and "cpu_lane" not in z.files:
+                continue  # the CPU lane's main comparison is already against float64
+            tol = read_tolerances(config, prefix)
+            c, m = compare(z[ref_key], z[lane_key], tol.get("tie_margin", TIE_MARGIN))
+            counts.update({prefix + k: v for k, v in c.items()})
+            metrics.update({prefix + k: v for k, v in m.items()})
+            metrics.update({prefix + k: v for k, v in tol.items()})
+        counts.update(_tokens_figures(z))
+        if "cpu_lane" in z.files:  # accelerators: the CPU lane's own logits, compared with the lane's
+            same = z["cpu_lane"].shape == z["lane"].shape and bool(np.array_equal(z["cpu_lane"], z["lane"]))
+            counts["identical_to_cpu_lane"] = int(same)
     return counts, metrics
+
+
+def judge_all(counts: dict[str, int], metrics: dict[str, float], config: dict[str, str]) -> list[str]:
+    """Every reason the figures fail: the main comparison, the secondary ones, the tokens."""
+    out: list[str] = []
+    if not counts.get("tokens_match_vocabulary"):
+        out.append(f"the lane's prompt tokens differ from the model vocabulary's {counts.get('n_expected_tokens', 0)} "
+                   "tokens of the prompt (tokenized independently of the lane)")
+    min_tokens = float(config.get("tol_min_tokens", MIN_TOKENS))
+    if counts.get("n_tokens", 0) < min_tokens:
+        out.append(f"only {counts.get('n_tokens', 0)} token positions compared; need at least {min_tokens:g}")
+    if counts.get("identical_to_cpu_lane"):
+        out.append("the lane's logits are bit-identical to the CPU lane's (max |delta logit| 0): not computed on the device")
+    if "n_tokens" not in counts:
+        return out  # no comparison was possible (the reasons above say why)
+    for prefix, _, _ in COMPARISONS:
+        if prefix and f"{prefix}n_tokens" not in counts:
+            continue
+        strip = {k[len(prefix):]: v for k, v in counts.items() if k.startswith(prefix)} if prefix else counts
+        mstrip = {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)} if prefix else metrics
+        label = {"": "", "fa_on.": "flash attention on vs float64: ", "float64.": "vs the float64 reference: "}[prefix]
+        out += [label + p for p in judge(strip, mstrip, read_tolerances(config, prefix))]
+    return out
 
 
 def _read(res, path: pathlib.Path):
@@ -141,36 +201,72 @@ def _read(res, path: pathlib.Path):
     return reference_forward.read_logits_file(path)
 
 
+def _float64_reference(model: pathlib.Path, tokens: np.ndarray, required: bool) -> np.ndarray | None:
+    """The NumPy float64 forward pass, where the model is one it supports (required on the CPU lane)."""
+    try:
+        return reference_forward.forward(reference_forward.load_model(model), tokens)
+    except ValueError:
+        if required:
+            raise
+        return None
+
+
 def run_reference_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg = ctx.config
-    tol = tolerances(ctx)
-    for key, value in tol.items():
-        step.config(f"{key}", f"{value!r}")
+    accel = ctx.lane.is_accelerator
+    for key, value in tolerances(ctx).items():
+        step.config(key, f"{value!r}")
+    for prefix in ("fa_on.", "float64."):
+        for key, value in secondary_tolerances(ctx).items():
+            step.config(prefix + key, f"{value!r}")
+    step.config("prompt", cfg.parity_prompt)
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        expected = np.asarray(spm_tokenizer.from_gguf(cfg.model).encode(cfg.parity_prompt), np.int32)
+    except (spm_tokenizer.TokenizerError, ValueError) as err:
+        return CR.FAIL, f"cannot tokenize the prompt independently of the lane: {err}"
+    arrays["expected_tokens"] = expected
     got_path = ctx.scratch_dir / "lane.logits"
     # Against the float64 reference: flash attention off and an F32 KV cache, since either would
-    # round K/V to F16 and hide real errors under a loose tolerance.
-    flash_attn = "auto" if ctx.lane.is_accelerator else "off"
-    res = step.run(logits_command(ctx, ctx.bin("llama-logits"), got_path, ctx.lane.is_accelerator, flash_attn), cfg.timeout_s)
+    # round K/V to F16 and hide real errors under a loose tolerance; flash attention on is compared
+    # end to end too, at the F16 bounds.
+    flash_attn = "auto" if accel else "off"
+    res = step.run(logits_command(ctx, ctx.bin("llama-logits"), got_path, accel, flash_attn), cfg.timeout_s)
     step.result.exit_code = res.exit_code
     try:
         tokens, got = _read(res, got_path)
-        if ctx.lane.is_accelerator:
+        arrays.update(tokens=tokens, lane=got)
+        if not np.array_equal(tokens, expected):
+            # Nothing to compare position by position: the figures record the mismatch alone.
+            return _fail_on_tokens(ctx, step, arrays)
+        if accel:
             ref_path = ctx.scratch_dir / "cpu_lane.logits"
             ref_res = step.run(logits_command(ctx, ctx.bin("llama-logits", cfg.cpu_lane_dir), ref_path, False), cfg.timeout_s)
             ref_tokens, ref = _read(ref_res, ref_path)
             if not np.array_equal(tokens, ref_tokens):
                 return CR.FAIL, "the lane and the CPU lane tokenized the prompt differently"
-            oracle = "CPU lane llama-logits"
+            arrays.update(reference=ref, cpu_lane=ref)
+            float64 = _float64_reference(cfg.model, expected, required=False)
+            if float64 is not None:
+                arrays["float64"] = float64
+            oracle = "CPU lane llama-logits" + (" and the NumPy float64 reference" if "float64" in arrays else "")
         else:
-            step.log(f"reference: NumPy float64 forward of {cfg.model} over {len(tokens)} tokens")
-            ref = reference_forward.forward(reference_forward.load_model(cfg.model), tokens)
+            step.log(f"reference: NumPy float64 forward of {cfg.model} over {len(expected)} tokens")
+            ref = _float64_reference(cfg.model, expected, required=True)
+            arrays.update(reference=ref, float64=ref)
+            fa_path = ctx.scratch_dir / "lane_fa_on.logits"
+            fa_res = step.run(logits_command(ctx, ctx.bin("llama-logits"), fa_path, False, "on"), cfg.timeout_s)
+            fa_tokens, fa_got = _read(fa_res, fa_path)
+            if not np.array_equal(fa_tokens, tokens):
+                return CR.FAIL, "llama-logits tokenized the prompt differently with flash attention on"
+            arrays["lane_fa_on"] = fa_got
             oracle = "NumPy float64 reference"
     except (RuntimeError, ValueError, KeyError) as err:
         return CR.FAIL, f"{type(err).__name__}: {err}"
     logits_path = ctx.logs_dir / LOGITS_FILE
-    save_logits(logits_path, tokens, got, ref)
+    save_logits(logits_path, arrays)
     step.extra_logs.append(logits_path)
-    step.log(f"oracle: {oracle}; logits kept in {LOGITS_FILE} (arrays tokens, lane, reference)")
+    step.log(f"oracle: {oracle}; logits kept in {LOGITS_FILE} (arrays {', '.join(sorted(arrays))})")
     try:
         counts, metrics = recompute(ctx.logs_dir)
     except ValueError as err:
@@ -178,20 +274,35 @@ def run_reference_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport |
     step.log(f"comparison vs {oracle}: {counts} {metrics}")
     step.result.counts.update(counts)
     step.result.metrics.update(metrics)
-    problems = judge(counts, metrics, tol)
-    if problems:
-        return CR.FAIL, f"vs {oracle}: " + "; ".join(problems)
+    found = judge_all(counts, metrics, log_blocks.step_config(ctx.logs_dir, STEP))
+    if found:
+        return CR.FAIL, f"vs {oracle}: " + "; ".join(found)
     return CR.PASS, (f"vs {oracle}: max|dlogit| {metrics['max_abs_delta_logit']:.3g}, mean KL {metrics['mean_kl']:.2g}, "
                      f"top-1 {metrics['top1_agreement']:.3f} over {counts['n_tokens']} tokens "
-                     f"({counts['n_decisive']} decisive, agreement there {metrics['top1_agreement_decisive']:.3f})")
+                     f"({counts['n_decisive']} decisive, agreement there {metrics['top1_agreement_decisive']:.3f})"
+                     + (f"; flash attention on: max|dlogit| {metrics['fa_on.max_abs_delta_logit']:.3g}"
+                        if "fa_on.max_abs_delta_logit" in metrics else "")
+                     + (f"; vs float64: max|dlogit| {metrics['float64.max_abs_delta_logit']:.3g}"
+                        if accel and "float64.max_abs_delta_logit" in metrics else ""))
+
+
+def _fail_on_tokens(ctx: RunContext, step: Step, arrays: dict[str, np.ndarray]) -> tuple[int, str]:
+    logits_path = ctx.logs_dir / LOGITS_FILE
+    save_logits(logits_path, arrays)
+    step.extra_logs.append(logits_path)
+    counts, metrics = recompute(ctx.logs_dir)
+    step.result.counts.update(counts)
+    step.result.metrics.update(metrics)
+    lane, want = arrays["tokens"].tolist(), arrays["expected_tokens"].tolist()
+    step.log(f"lane tokens {lane}\nvocabulary tokens {want}")
+    return CR.FAIL, "; ".join(judge_all(counts, metrics, log_blocks.step_config(ctx.logs_dir, STEP)))
 
 
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     logs_dir = pathlib.Path(logs_dir)
-    tol = read_tolerances(log_blocks.step_config(logs_dir, STEP))
     counts, metrics = recompute(logs_dir)
-    return judge(counts, metrics, tol)
+    return judge_all(counts, metrics, log_blocks.step_config(logs_dir, STEP))
 
 
 @dataclasses.dataclass(frozen=True)
