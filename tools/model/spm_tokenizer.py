@@ -45,9 +45,10 @@ class SpmTokenizer:
             raise TokenizerError(f"the vocabulary has no byte token {name}")
         return self.ids[name]
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_special: bool = True) -> list[int]:
+        """Token ids of text; add_special: BOS first where the vocabulary adds it (as llama-logits)."""
         out: list[int] = []
-        if self.add_bos:
+        if add_special and self.add_bos:
             if self.bos_id is None:
                 raise TokenizerError("the vocabulary adds BOS but names no BOS token")
             out.append(self.bos_id)

@@ -50,7 +50,7 @@ def test_lane_tokens_must_be_the_vocabularys_and_enough(tmp_path):
         arrays = dict(z)
     arrays["expected_tokens"] = arrays["expected_tokens"] + 1
     rp.save_logits(tmp_path / rp.LOGITS_FILE, arrays)
-    assert any("differ from the model vocabulary's 20 tokens" in p for p in rp.problems(tmp_path))
+    assert any("the lane's 20 prompt token(s) differ from the model vocabulary's 20 tokens" in p for p in rp.problems(tmp_path))
     assert log_blocks.step_config(tmp_path, rp.STEP)
 
 

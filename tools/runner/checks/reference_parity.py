@@ -146,7 +146,7 @@ def read_tolerances(config: dict[str, str], prefix: str = "") -> dict[str, float
 def _tokens_figures(z) -> dict[str, int]:
     lane, expected = np.asarray(z["tokens"]), np.asarray(z["expected_tokens"])
     same = lane.shape == expected.shape and bool(np.array_equal(lane, expected))
-    return {"n_expected_tokens": int(expected.size), "tokens_match_vocabulary": int(same)}
+    return {"n_expected_tokens": int(expected.size), "n_lane_tokens": int(lane.size), "tokens_match_vocabulary": int(same)}
 
 
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
@@ -176,8 +176,8 @@ def judge_all(counts: dict[str, int], metrics: dict[str, float], config: dict[st
     """Every reason the figures fail: the main comparison, the secondary ones, the tokens."""
     out: list[str] = []
     if not counts.get("tokens_match_vocabulary"):
-        out.append(f"the lane's prompt tokens differ from the model vocabulary's {counts.get('n_expected_tokens', 0)} "
-                   "tokens of the prompt (tokenized independently of the lane)")
+        out.append(f"the lane's {counts.get('n_lane_tokens', 0)} prompt token(s) differ from the model vocabulary's "
+                   f"{counts.get('n_expected_tokens', 0)} tokens of the prompt (tokenized independently of the lane)")
     min_tokens = float(config.get("tol_min_tokens", MIN_TOKENS))
     if counts.get("n_tokens", 0) < min_tokens:
         out.append(f"only {counts.get('n_tokens', 0)} token positions compared; need at least {min_tokens:g}")
