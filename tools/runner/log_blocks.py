@@ -168,9 +168,10 @@ def runner_lines(log_text: str) -> str:
 
 
 # Runs made before <step>.config.json existed kept their configuration as `# lanes-config` lines in
-# the step log, where a lane's own output can print the same lines. Only the audit of such a run
-# (an older runner_version) reads them; a current run without its config file has no configuration.
-_LEGACY_CONFIG = contextvars.ContextVar("lanes_legacy_step_config", default=False)
+# the step log, where a lane's own output can print the same lines. A live run and the audit of a
+# current run turn them off (legacy_config_allowed(False)): there a step without its config file has
+# no configuration. Reading an older run's logs (and tests that build such logs) keeps them.
+_LEGACY_CONFIG = contextvars.ContextVar("lanes_legacy_step_config", default=True)
 
 
 @contextlib.contextmanager

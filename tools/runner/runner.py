@@ -30,7 +30,7 @@ from tools.runner.lane_spec import LaneSpecError, load_lane
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
-RUNNER_VERSION = "lanes-runner 0.2.1"  # 0.2.0: the upstream_ctest step; 0.2.1: it logs the spec's exclusions
+RUNNER_VERSION = "lanes-runner 0.3.0"
 
 EXIT_OK = 0
 EXIT_FAIL, EXIT_UNAVAILABLE = errors.EXIT_FAILURE, errors.EXIT_UNAVAILABLE
@@ -132,7 +132,7 @@ def run(config: RunnerConfig) -> rpb.RunnerReport:
         ctx.tracker.release()
 
     try:
-        with run_lock.stop_run_on_signal(stop_everything):
+        with run_lock.stop_run_on_signal(stop_everything), log_blocks.legacy_config_allowed(False):
             _run_checks(ctx, report)
     finally:
         stop_everything()
