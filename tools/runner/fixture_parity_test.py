@@ -150,6 +150,33 @@ def test_summary_lines_must_agree_and_be_present():
     assert "per-test count says 3" in "; ".join(FP.summary_problems(FP_LOG.parse_test_backend_ops(bad, "grad"), "CPU"))
 
 
+def test_grad_summary_is_bound_to_the_pinned_test_case_count():
+    # Issue 23 class 12: `99999/99999 tests passed` under the real lines passed; M is the pinned
+    # binary's test-case count (filtered-out cases print nothing but count), so it is bound to that.
+    text = _read("test_backend_ops_grad_cpu.txt")
+    pinned = str(FP.GRAD_TEST_CASES["0c1e57098bba43ac29e6e3b677cdceebdd22334f"])
+    # The excerpt evaluates SILU and ADD; the other required ops are another check's here.
+    coverage = {op: _covering_check() for op in GRAPH_OPS if op not in ("SILU", "ADD")}
+    cfg = _cpu_cfg(grad_test_cases=pinned, op_coverage=coverage)
+    assert FP.judge(FP_LOG.parse_test_backend_ops(text, "grad"), cfg)[0] == FP.CR.PASS
+    lie = FP_LOG.parse_test_backend_ops(text.replace("20766/20766", "99999/99999"), "grad")
+    status, message = FP.judge(lie, cfg)
+    assert status == FP.CR.FAIL and "counts 99999 test cases; the pinned test-backend-ops has 20766" in message
+    # Older runs (no logged count) are held to the counts of the pins this checkout knows.
+    assert "counts 99999 test cases" in FP.judge(lie, _cpu_cfg(op_coverage=coverage))[1]
+    # A pin without a measured count cannot bind the summary: refused, not trusted.
+    status, message = FP.judge(FP_LOG.parse_test_backend_ops(text, "grad"), _cpu_cfg(grad_test_cases="", op_coverage=coverage))
+    assert status == FP.CR.FAIL and "no grad-mode test-case count for the pinned commit" in message
+
+
+def test_grad_test_case_count_is_in_the_runners_configuration():
+    cfg = _cpu_cfg(grad_test_cases="20766")
+    values = FP.config_values(cfg)
+    assert values["grad_test_cases"] == "20766"
+    assert FP.read_config("", values).grad_test_cases == "20766"
+    assert "grad_test_cases" not in FP.config_values(FP.FixtureConfig(mode="test", backend="CUDA0"))
+
+
 def test_test_mode_with_err_prefix():
     s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_test_cuda_sample.txt"), "test")
     assert s.total("passed") == 4 and s.total("failed") == 1

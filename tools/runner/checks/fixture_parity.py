@@ -47,6 +47,13 @@ NMSE_THRESHOLDS = {"MUL_MAT": 5e-4, "FLASH_ATTN_EXT": 5e-4, "SOFT_MAX": 1e-6}
 DEFAULT_MAA_THRESHOLD = 1e-4
 MAA_THRESHOLDS = {"SUB": 1e-3, "MUL": 1e-3, "DIV": 1e-3, "ROPE": 1e-3, "SIN": 1e-3, "COS": 1e-3}
 
+# grad mode's `N/M tests passed`: M is every grad-mode test case of the binary (test_cases.size()
+# once whole-graph cases are dropped; the -o filter acts inside eval_grad, so filtered-out cases
+# print nothing and still count, as passed). M is therefore a constant of the pinned source, not of
+# what was printed: measured at the pin with `test-backend-ops grad -b CPU -o <CPU_GRAD_OPS>` on the
+# zen4 and sapphirerapids hosts (both 20766/20766). The summary is bound to it and to the lines:
+# M - N = the failed tests printed (so N also covers every printed test that did not fail).
+GRAD_TEST_CASES = {"0c1e57098bba43ac29e6e3b677cdceebdd22334f": 20766}
 
 # ---- configuration written into the log, so recompute() needs nothing else ----------------------
 
@@ -60,6 +67,8 @@ class FixtureConfig:
     thresholds: dict[str, float] = dataclasses.field(default_factory=dict)  # op -> nmse (test) / maa (grad)
     exit_code: int | None = None
     timed_out: bool = False
+    # grad mode: the pinned binary's test-case count (GRAD_TEST_CASES), "" when the pin has none.
+    grad_test_cases: str | None = None
 
 
 def threshold(mode: str, op: str) -> float:
@@ -74,6 +83,8 @@ def config_values(cfg: FixtureConfig) -> dict[str, str]:
     out.update({f"op_coverage.{op}": check for op, check in sorted(cfg.op_coverage.items())})
     kind = "maa_threshold" if cfg.mode == "grad" else "nmse_threshold"
     out.update({f"op.{op}.{kind}": repr(thr) for op, thr in sorted(cfg.thresholds.items())})
+    if cfg.grad_test_cases is not None:
+        out["grad_test_cases"] = cfg.grad_test_cases
     return out
 
 
@@ -96,6 +107,8 @@ def read_config(text: str, config: dict[str, str] | None = None) -> FixtureConfi
         value = value.strip()
         if key == "backend":
             cfg.backend = value
+        elif key == "grad_test_cases":
+            cfg.grad_test_cases = value
         elif key == "required_ops":
             cfg.required_ops = tuple(v for v in value.split(",") if v)
         elif key.startswith("op_coverage."):
@@ -127,8 +140,17 @@ def coverage(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, str], list[st
     return elsewhere, uncovered
 
 
-def summary_problems(s: OpsSummary, backend: str) -> list[str]:
-    """The harness's own summary lines must exist and agree with the per-test count."""
+def _grad_totals(grad_test_cases: str | None) -> set[int]:
+    """The test-case counts a grad-mode summary may state: the pinned binary's (logged by the
+    runner); runs made before it was logged: those of the pins GRAD_TEST_CASES knows."""
+    if grad_test_cases is None:
+        return set(GRAD_TEST_CASES.values())
+    return {int(grad_test_cases)} if grad_test_cases.isdigit() else set()
+
+
+def summary_problems(s: OpsSummary, backend: str, grad_test_cases: str | None = None) -> list[str]:
+    """The harness's own summary lines must exist and agree with the per-test count (grad mode: and
+    with the pinned binary's test-case count)."""
     problems = []
     failed = s.total("failed")
     if s.summary_total is None:
@@ -137,9 +159,17 @@ def summary_problems(s: OpsSummary, backend: str) -> list[str]:
         if s.summary_total - s.summary_passed != failed:
             problems.append(f"summary {s.summary_passed}/{s.summary_total} says {s.summary_total - s.summary_passed} "
                             f"failed, the per-test count says {failed}")
+        totals = _grad_totals(grad_test_cases)
+        if not totals:
+            problems.append("no grad-mode test-case count for the pinned commit (fixture_parity.GRAD_TEST_CASES): "
+                            "the summary cannot be bound")
+        elif s.summary_total not in totals:
+            problems.append(f"summary {s.summary_passed}/{s.summary_total} counts {s.summary_total} test cases; "
+                            f"the pinned test-backend-ops has {' or '.join(map(str, sorted(totals)))}")
         seen = s.tests_run + s.total("not_supported") + s.total("skipped")
         if seen > s.summary_total:
             problems.append(f"{seen} tests printed but the summary counts {s.summary_total} test cases")
+
     elif (s.summary_passed, s.summary_total) != (s.total("passed"), s.tests_run):
         problems.append(f"summary {s.summary_passed}/{s.summary_total} disagrees with the per-test count "
                         f"{s.total('passed')}/{s.tests_run}")
@@ -169,7 +199,7 @@ def judge(s: OpsSummary, cfg: FixtureConfig) -> tuple[int, str]:
         return CR.FAIL, f"{s.fa_vec_failed} fa_vec slice test(s) failed"
     if not cfg.required_ops:
         return CR.FAIL, "the lane spec names no required ops (fixture_ops / op_coverage): nothing to certify"
-    problems = summary_problems(s, cfg.backend)
+    problems = summary_problems(s, cfg.backend, cfg.grad_test_cases)
     if problems:
         return CR.FAIL, "; ".join(problems)
     elsewhere, uncovered = coverage(s, cfg)
@@ -274,9 +304,12 @@ def run_fixture_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | N
     mode = argv[1]
     requested = tuple(argv[argv.index("-o") + 1].split(",")) if "-o" in argv else ()
     required = required_ops(ctx)
+    commit = ctx.evidence.upstream.commit if ctx.evidence is not None else ""
+    cases = GRAD_TEST_CASES.get(commit)
     cfg = FixtureConfig(mode=mode, backend=ctx.backend0, required_ops=required,
                         op_coverage=dict(ctx.lane.op_coverage),
-                        thresholds={op: threshold(mode, op) for op in dict.fromkeys(requested + required)})
+                        thresholds={op: threshold(mode, op) for op in dict.fromkeys(requested + required)},
+                        grad_test_cases=(str(cases) if cases else "") if mode == "grad" else None)
     for key, value in config_values(cfg).items():
         step.config(key, value)
     res = step.run(argv, ctx.config.timeout_s)
