@@ -169,6 +169,30 @@ def test_grad_summary_is_bound_to_the_pinned_test_case_count():
     assert status == FP.CR.FAIL and "no grad-mode test-case count for the pinned commit" in message
 
 
+def test_scale_absent_from_the_graph_is_not_claimed_as_covered():
+    # Issue 23 class 12: SCALE is required of the CPU lane, op_coverage names op_oracle, and the
+    # spec says the llama graph never runs it: op_oracle evaluates 0 nodes, so nothing evaluates it.
+    text = _read("test_backend_ops_grad_cpu.txt")
+    coverage = {op: _covering_check() for op in GRAPH_OPS if op not in ("SILU", "ADD")}
+    s = FP_LOG.parse_test_backend_ops(text, "grad")
+    status, message = FP.judge(s, _cpu_cfg(op_coverage=coverage))
+    assert status == FP.CR.PASS and "SCALE" in message.split("covered by")[0]  # the older runs' claim
+    cfg = _cpu_cfg(op_coverage=coverage, absent_ops=("SCALE",))
+    status, message = FP.judge(s, cfg)
+    assert status == FP.CR.PASS, message
+    covered = [part for part in message.split("; ") if " covered by " in part]
+    assert covered and not any("SCALE" in part for part in covered), message
+    assert f"SCALE evaluated by no check: the lane spec says the llama graph never runs it ({_covering_check()}" in message
+    counts, _ = FP.figures(s, cfg)
+    assert counts["op.SCALE.absent_from_graph"] == 1 and "op.SCALE.covered_elsewhere" not in counts
+    assert counts["ops_absent_from_graph"] == 1 and counts["ops_uncovered"] == 0
+    assert FP.read_config("", FP.config_values(cfg)).absent_ops == ("SCALE",)
+    # Absent and not covered by any check: still uncovered.
+    status, message = FP.judge(s, _cpu_cfg(op_coverage={k: v for k, v in coverage.items() if k != "SCALE"},
+                                           absent_ops=("SCALE",)))
+    assert status == FP.CR.FAIL and "SCALE" in message
+
+
 def test_grad_test_case_count_is_in_the_runners_configuration():
     cfg = _cpu_cfg(grad_test_cases="20766")
     values = FP.config_values(cfg)

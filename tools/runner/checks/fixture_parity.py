@@ -17,6 +17,7 @@ Counting of its output: tools/runner/checks/fixture_parity_log.py.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 
@@ -69,6 +70,9 @@ class FixtureConfig:
     timed_out: bool = False
     # grad mode: the pinned binary's test-case count (GRAD_TEST_CASES), "" when the pin has none.
     grad_test_cases: str | None = None
+    # Required ops the lane spec says the llama graph never runs (ops_absent_from_graph): a check
+    # that covers them evaluates nothing, so they are reported as absent, never as covered.
+    absent_ops: tuple[str, ...] = ()
 
 
 def threshold(mode: str, op: str) -> float:
@@ -85,6 +89,8 @@ def config_values(cfg: FixtureConfig) -> dict[str, str]:
     out.update({f"op.{op}.{kind}": repr(thr) for op, thr in sorted(cfg.thresholds.items())})
     if cfg.grad_test_cases is not None:
         out["grad_test_cases"] = cfg.grad_test_cases
+    if cfg.absent_ops:
+        out["absent_ops"] = ",".join(cfg.absent_ops)
     return out
 
 
@@ -111,6 +117,8 @@ def read_config(text: str, config: dict[str, str] | None = None) -> FixtureConfi
             cfg.grad_test_cases = value
         elif key == "required_ops":
             cfg.required_ops = tuple(v for v in value.split(",") if v)
+        elif key == "absent_ops":
+            cfg.absent_ops = tuple(v for v in value.split(",") if v)
         elif key.startswith("op_coverage."):
             cfg.op_coverage[key.split(".", 1)[1]] = value
         elif key.startswith("op.") and key.endswith("_threshold"):
@@ -127,10 +135,12 @@ def _check_names() -> tuple[str, ...]:
 
 
 def coverage(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, str], list[str]]:
-    """(op -> check that covers it instead, required ops covered by nothing)."""
+    """(op -> check that covers it instead, required ops covered by nothing). An op the spec says
+    the graph never runs is in neither: its check confirms the absence, it evaluates nothing
+    (absent_required())."""
     elsewhere, uncovered = {}, []
     for op in cfg.required_ops:
-        if s.ops.get(op, OpCounts()).evaluated > 0:
+        if s.ops.get(op, OpCounts()).evaluated > 0 or op in absent_required(s, cfg):
             continue
         check = cfg.op_coverage.get(op, "")
         if check and check != STEP and check in _check_names():
@@ -138,6 +148,18 @@ def coverage(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, str], list[st
         else:
             uncovered.append(op)
     return elsewhere, uncovered
+
+
+def absent_required(s: OpsSummary, cfg: FixtureConfig) -> dict[str, str]:
+    """Required ops not evaluated here that the lane spec lists as absent from the llama graph,
+    -> the check that verifies the absence (op_oracle: 0 nodes in every run). Nothing evaluates them."""
+    out = {}
+    for op in cfg.required_ops:
+        check = cfg.op_coverage.get(op, "")
+        if (op in cfg.absent_ops and s.ops.get(op, OpCounts()).evaluated == 0 and check and check != STEP
+                and check in _check_names()):
+            out[op] = check
+    return out
 
 
 def _grad_totals(grad_test_cases: str | None) -> set[int]:
@@ -210,6 +232,10 @@ def judge(s: OpsSummary, cfg: FixtureConfig) -> tuple[int, str]:
     for op, check in elsewhere.items():
         by_check.setdefault(check, []).append(op)
     covered = "".join(f"; {', '.join(ops)} covered by {check}" for check, ops in sorted(by_check.items()))
+    absent = absent_required(s, cfg)
+    covered += "".join(f"; {op} evaluated by no check: the lane spec says the llama graph never runs it "
+                       f"({check} verifies 0 nodes)" for op, check in sorted(absent.items()))
+    evaluated = [op for op in evaluated if op not in absent]
     return CR.PASS, (f"{s.tests_run} {s.mode}-mode tests evaluated and passed; required ops evaluated here: "
                      f"{', '.join(f'{op} {s.ops[op].evaluated}' for op in evaluated) or 'none'}{covered}")
 
@@ -231,12 +257,17 @@ def figures(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, int], dict[str
     counts["ops_required_evaluated"] = sum(1 for op in cfg.required_ops if s.ops.get(op, OpCounts()).evaluated > 0)
     counts["ops_covered_elsewhere"] = len(elsewhere)
     counts["ops_uncovered"] = len(uncovered)
+    absent = absent_required(s, cfg)
+    if cfg.absent_ops:
+        counts["ops_absent_from_graph"] = len(absent)
     for op in sorted(set(s.ops) | set(cfg.required_ops)):
         c = s.ops.get(op, OpCounts())
         for field in ("evaluated", "passed", "failed", "not_supported", "skipped"):
             counts[f"op.{op}.{field}"] = getattr(c, field)
         if op in elsewhere:
             counts[f"op.{op}.covered_elsewhere"] = 1
+        if op in absent:
+            counts[f"op.{op}.absent_from_graph"] = 1
     metrics: dict[str, float] = {}
     kind = "maa_threshold" if s.mode == "grad" else "nmse_threshold"
     for op, thr in cfg.thresholds.items():
@@ -262,6 +293,8 @@ def per_op_table(s: OpsSummary, cfg: FixtureConfig) -> list[str]:
         note = ""
         if op in cfg.required_ops:
             note = f"  covered by {elsewhere[op]}" if op in elsewhere else ("  required" if c.evaluated else "  required, NOT EVALUATED")
+            if op in absent_required(s, cfg):
+                note = f"  required, absent from the llama graph (no check evaluates it; {cfg.op_coverage[op]} verifies 0 nodes)"
         lines.append(f"#   {op:16s} {c.evaluated:5d} {c.passed:5d} {c.failed:5d} {c.not_supported:5d} {c.skipped:5d}{note}")
     return lines
 
@@ -274,6 +307,15 @@ def required_ops(ctx: RunContext) -> tuple[str, ...]:
     ops = list(ctx.lane.fixture_ops)
     ops += [op for op in ctx.lane.op_coverage if op not in ops]
     return tuple(ops)
+
+
+def spec_absent_ops(ctx: RunContext) -> list[str]:
+    """The lane spec's ops_absent_from_graph (the Lane record does not carry it)."""
+    try:
+        lane = json.loads(pathlib.Path(ctx.config.spec).read_text())["lanes"][ctx.lane.lane_id]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [str(op) for op in lane.get("ops_absent_from_graph", [])]
 
 
 def fixture_jobs(cfg) -> int:
@@ -307,7 +349,7 @@ def run_fixture_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | N
     commit = ctx.evidence.upstream.commit if ctx.evidence is not None else ""
     cases = GRAD_TEST_CASES.get(commit)
     cfg = FixtureConfig(mode=mode, backend=ctx.backend0, required_ops=required,
-                        op_coverage=dict(ctx.lane.op_coverage),
+                        op_coverage=dict(ctx.lane.op_coverage), absent_ops=tuple(spec_absent_ops(ctx)),
                         thresholds={op: threshold(mode, op) for op in dict.fromkeys(requested + required)},
                         grad_test_cases=(str(cases) if cases else "") if mode == "grad" else None)
     for key, value in config_values(cfg).items():
