@@ -519,3 +519,42 @@ def test_bandwidth_probe_runs_before_and_after_the_bench_pool_their_samples():
         speed_bench.parse_membw(before + "\n" + mixed)
     with pytest.raises(ValueError, match="no probe output"):
         speed_bench.parse_membw("\n")
+
+
+def _cpu_speed_run(tmp_path: pathlib.Path, model: pathlib.Path, upstream: bool):
+    from tools.runner.context import RunContext
+    from tools.runner.lane_spec import load_lane
+    from tools.runner.steps import Step
+    from tools.runner.testing import fake_lane
+
+    named = model if model.suffix == ".gguf" and model.read_bytes()[:4] == b"GGUF" else None
+    lane = _fake_bench(tmp_path / "lane", "CPU", 5000.0, 300.0, 16.0, "", model=named)
+    up = _fake_bench(tmp_path / "upstream", "CPU", 4000.0, 250.0, 16.0, "", model=named, build_commit="unknown")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    cfg = fake_lane.config(tmp_path, lane, None, model, upstream_dir=up if upstream else None)
+    ctx = RunContext(config=cfg, lane=load_lane(fake_lane.SPEC, "cpu"), logs_dir=logs, scratch_dir=tmp_path,
+                     evidence=_evidence())
+    step = Step("speed", logs, ctx.tracker)
+    status, message = speed.run_speed(ctx, step)
+    step.finish(status, message)
+    return status, message, logs
+
+
+def test_run_speed_alternates_lane_and_upstream_benches(tmp_path):
+    model = _gguf(tmp_path / "tiny.gguf", ("token_embd.weight",))
+    status, message, logs = _cpu_speed_run(tmp_path, model, upstream=True)
+    assert status == speed.CR.PASS, message
+    order = [line.split("(stdout: ")[1].split(",")[0] for line in (logs / "speed.log").read_text().splitlines()
+             if line.startswith("$ ")]
+    assert order == ["speed.lane.json", "speed.upstream.json", "speed.lane.2.json", "speed.upstream.2.json",
+                     "speed.lane.3.json", "speed.upstream.3.json"]
+    assert "median of 3 alternating pairs): pp x1.25, tg x1.20" in message
+    assert log_blocks.step_config(logs, "speed")["upstream_pairs"] == "3"
+
+
+def test_run_speed_refuses_a_model_it_cannot_read(tmp_path):
+    model = tmp_path / "tiny.gguf"
+    model.write_text("not a gguf")
+    status, message, _ = _cpu_speed_run(tmp_path, model, upstream=False)
+    assert status == speed.CR.FAIL and "cannot read its tensors" in message and "the bench cannot be bound" in message

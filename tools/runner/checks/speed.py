@@ -45,9 +45,9 @@ import sys
 import time
 
 from proto import runner_report_pb2 as rpb
+from tools.core.digest import sha256_file
 from tools.runner import backends, exits, log_blocks
 from tools.runner.checks.base import Check, option
-from tools.core.digest import sha256_file
 from tools.runner.checks.speed_bench import (
     BUILD_COMMIT_KEY,
     CPU_LANE,
@@ -330,8 +330,12 @@ def bind_inputs(ctx: RunContext, step: Step) -> list[str]:
                                                     (MODEL_KEYS["roofline"], cfg.roofline_model)):
         if model is None:
             continue
-        sizes = tensor_sizes(model)
         step.config(path_key, f"{model}")
+        try:
+            sizes = tensor_sizes(model)
+        except (OSError, ValueError, KeyError, IndexError) as err:  # not a GGUF gguf-py can read
+            failures.append(f"{model}: cannot read its tensors ({type(err).__name__}: {err}): the bench cannot be bound")
+            continue
         step.config(file_key, f"{pathlib.Path(model).stat().st_size}")
         step.config(tensor_key, f"{sum(sizes.values())}")
         if path_key == "model":
