@@ -6,7 +6,9 @@ source root become placeholders, so the bundle runs anywhere with the lane's own
 
 Layout:
   manifest.json      lane id, every registered test (command, labels, working directory,
-                     exclusion reason from the lane spec), covered-elsewhere notes
+                     exclusion reason from the lane spec), covered-elsewhere notes, and the
+                     sha256 of each test executable in bin/ ("binaries": the only digest source of
+                     the test executables: the lane's build evidence lists the lane's own files)
   bin/               the test executables
   ctest/<dir>/CTestTestfile.cmake.in   CTest's own files, with placeholders
   source/            the source files the tests read (vocabularies, chat templates, scripts)
@@ -22,6 +24,7 @@ import subprocess
 import tempfile
 from typing import Any
 
+from tools.core.digest import sha256_file
 from tools.core.errors import LanesError
 
 SCHEMA_VERSION = 1
@@ -188,6 +191,7 @@ def make(
         "tests": tests,
         "covered_elsewhere": dict(ctest_spec.get("covered_elsewhere", {})),
         "source_files": sorted(source_files),
+        "binaries": {b.name: sha256_file(out / "bin" / b.name) for b in sorted(binaries, key=lambda b: b.name)},
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
@@ -246,6 +250,31 @@ def load_manifest_file(path: pathlib.Path) -> dict[str, Any]:
     if len(names) != len(set(names)):
         raise BundleError(f"{path}: a test name appears twice; rebuild the bundle")
     return manifest
+
+
+def binary_digests(manifest: dict[str, Any]) -> dict[str, str] | None:
+    """Test executable -> its hex sha256, as the bundle recorded them when it was made (None: a
+    bundle made before the manifest carried them)."""
+    value = manifest.get("binaries")
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return None
+    return dict(value)
+
+
+def binary_problems(bundle: pathlib.Path, manifest: dict[str, Any]) -> list[str]:
+    """Why the bundle's bin/ is not the executables its manifest recorded (empty: every file is
+    listed with its digest, and nothing else is there)."""
+    digests = binary_digests(manifest)
+    if digests is None:
+        return [f"{bundle / 'manifest.json'}: no 'binaries' digests; rebuild the bundle with this checkout"]
+    present = {p.name: p for p in sorted((bundle / "bin").iterdir())} if (bundle / "bin").is_dir() else {}
+    out = [f"bin/{name}: not in the manifest's binaries" for name in sorted(set(present) - set(digests))]
+    out += [f"bin/{name}: missing (the manifest lists it)" for name in sorted(set(digests) - set(present))]
+    for name in sorted(set(present) & set(digests)):
+        actual = sha256_file(present[name])
+        if actual != digests[name]:
+            out.append(f"bin/{name}: sha256 {actual[:16]}... is not the manifest's {digests[name][:16]}...")
+    return out
 
 
 def exclusions(manifest: dict[str, Any]) -> dict[str, str]:

@@ -5,6 +5,7 @@ Shared by the bundle's own tests and the runner's upstream_ctest step tests.
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 from tools.ctest import bundle
@@ -37,6 +38,8 @@ SCRIPTS = {
     "test-autorelease": 'if [ -z "$LLAMACPP_TEST_MODELFILE" ]; then echo "WARNING: No model file provided. Skipping this test."; exit 0; fi; test -f "$LLAMACPP_TEST_MODELFILE"',
 }
 SPEC = {
+    # The test executables (lanes.bzl CTEST_TARGETS): the spec says these must run.
+    "targets": ["test-tok", "test-chat", "test-gen", "test-autorelease"],
     "test_dirs": ["tests"],
     "excluded": {"test-download": "network: downloads a model"},
     "labels": ["main", "model"],
@@ -45,11 +48,22 @@ SPEC = {
 }
 
 
+# A bundle that lies (issue 23 class 10): one `echo ok` test beside the spec's exclusion.
+ECHO_CTEST_FILE = f"""# CMake generated Testfile for
+# Source directory: {SRC}/tests
+# Build directory: {BUILD}/tests
+#
+add_test([=[test-ok]=] "/bin/echo" "ok")
+set_tests_properties([=[test-ok]=] PROPERTIES  LABELS "main" WORKING_DIRECTORY ".")
+add_test([=[test-download]=] "/bin/sh" "-DDEST={BUILD}/tinyllamas/x.gguf" "-P" "{SRC}/cmake/download.cmake")
+"""
+
+
 def make_bundle(tmp: pathlib.Path, scripts: dict[str, str] = SCRIPTS, spec: dict = SPEC,
-                lane_id: str = LANE_ID) -> pathlib.Path:
+                lane_id: str = LANE_ID, ctest_file: str = CTEST_FILE) -> pathlib.Path:
     tree = tmp / "stage"
     (tree / "tests").mkdir(parents=True)
-    (tree / "tests" / "CTestTestfile.cmake").write_text(CTEST_FILE)
+    (tree / "tests" / "CTestTestfile.cmake").write_text(ctest_file)
     binaries = []
     for name, body in scripts.items():
         path = tmp / "built" / name
@@ -71,3 +85,9 @@ def lane_dir(tmp: pathlib.Path) -> pathlib.Path:
     (lane / "lib").mkdir(parents=True)
     (lane / "lib" / "libllama.so.0").write_text("")
     return lane
+
+
+def write_spec(path: pathlib.Path, lane_id: str = LANE_ID, spec: dict = SPEC) -> pathlib.Path:
+    """A lane spec (spec.json) whose lane has this CTest entry."""
+    path.write_text(json.dumps({"schema_version": 1, "lanes": {lane_id: {"ctest": spec}}}))
+    return path

@@ -150,6 +150,57 @@ def test_summary_lines_must_agree_and_be_present():
     assert "per-test count says 3" in "; ".join(FP.summary_problems(FP_LOG.parse_test_backend_ops(bad, "grad"), "CPU"))
 
 
+def test_grad_summary_is_bound_to_the_pinned_test_case_count():
+    # Issue 23 class 12: `99999/99999 tests passed` under the real lines passed; M is the pinned
+    # binary's test-case count (filtered-out cases print nothing but count), so it is bound to that.
+    text = _read("test_backend_ops_grad_cpu.txt")
+    pinned = str(FP.GRAD_TEST_CASES["0c1e57098bba43ac29e6e3b677cdceebdd22334f"])
+    # The excerpt evaluates SILU and ADD; the other required ops are another check's here.
+    coverage = {op: _covering_check() for op in GRAPH_OPS if op not in ("SILU", "ADD")}
+    cfg = _cpu_cfg(grad_test_cases=pinned, op_coverage=coverage)
+    assert FP.judge(FP_LOG.parse_test_backend_ops(text, "grad"), cfg)[0] == FP.CR.PASS
+    lie = FP_LOG.parse_test_backend_ops(text.replace("20766/20766", "99999/99999"), "grad")
+    status, message = FP.judge(lie, cfg)
+    assert status == FP.CR.FAIL and "counts 99999 test cases; the pinned test-backend-ops has 20766" in message
+    # Older runs (no logged count) are held to the counts of the pins this checkout knows.
+    assert "counts 99999 test cases" in FP.judge(lie, _cpu_cfg(op_coverage=coverage))[1]
+    # A pin without a measured count cannot bind the summary: refused, not trusted.
+    status, message = FP.judge(FP_LOG.parse_test_backend_ops(text, "grad"), _cpu_cfg(grad_test_cases="", op_coverage=coverage))
+    assert status == FP.CR.FAIL and "no grad-mode test-case count for the pinned commit" in message
+
+
+def test_scale_absent_from_the_graph_is_not_claimed_as_covered():
+    # Issue 23 class 12: SCALE is required of the CPU lane, op_coverage names op_oracle, and the
+    # spec says the llama graph never runs it: op_oracle evaluates 0 nodes, so nothing evaluates it.
+    text = _read("test_backend_ops_grad_cpu.txt")
+    coverage = {op: _covering_check() for op in GRAPH_OPS if op not in ("SILU", "ADD")}
+    s = FP_LOG.parse_test_backend_ops(text, "grad")
+    status, message = FP.judge(s, _cpu_cfg(op_coverage=coverage))
+    assert status == FP.CR.PASS and "SCALE" in message.split("covered by")[0]  # the older runs' claim
+    cfg = _cpu_cfg(op_coverage=coverage, absent_ops=("SCALE",))
+    status, message = FP.judge(s, cfg)
+    assert status == FP.CR.PASS, message
+    covered = [part for part in message.split("; ") if " covered by " in part]
+    assert covered and not any("SCALE" in part for part in covered), message
+    assert f"SCALE evaluated by no check: the lane spec says the llama graph never runs it ({_covering_check()}" in message
+    counts, _ = FP.figures(s, cfg)
+    assert counts["op.SCALE.absent_from_graph"] == 1 and "op.SCALE.covered_elsewhere" not in counts
+    assert counts["ops_absent_from_graph"] == 1 and counts["ops_uncovered"] == 0
+    assert FP.read_config("", FP.config_values(cfg)).absent_ops == ("SCALE",)
+    # Absent and not covered by any check: still uncovered.
+    status, message = FP.judge(s, _cpu_cfg(op_coverage={k: v for k, v in coverage.items() if k != "SCALE"},
+                                           absent_ops=("SCALE",)))
+    assert status == FP.CR.FAIL and "SCALE" in message
+
+
+def test_grad_test_case_count_is_in_the_runners_configuration():
+    cfg = _cpu_cfg(grad_test_cases="20766")
+    values = FP.config_values(cfg)
+    assert values["grad_test_cases"] == "20766"
+    assert FP.read_config("", values).grad_test_cases == "20766"
+    assert "grad_test_cases" not in FP.config_values(FP.FixtureConfig(mode="test", backend="CUDA0"))
+
+
 def test_test_mode_with_err_prefix():
     s = FP_LOG.parse_test_backend_ops(_read("test_backend_ops_test_cuda_sample.txt"), "test")
     assert s.total("passed") == 4 and s.total("failed") == 1

@@ -201,6 +201,66 @@ def test_a_failed_run_fails(real, model) -> None:
     assert counts["runs_failed"] == 1 and any("non-zero" in p for p in problems)
 
 
+def _zeroed_model(model: pathlib.Path, out: pathlib.Path, suffixes: tuple[str, ...]) -> pathlib.Path:
+    """A copy of the F32 model with the tensors named *<suffix> set to zero (a degenerate model)."""
+    import gguf
+
+    data = bytearray(model.read_bytes())
+    for t in gguf.GGUFReader(model, "r").tensors:
+        if t.name.endswith(suffixes):
+            data[t.data_offset:t.data_offset + t.n_bytes] = bytes(int(t.n_bytes))
+    out.write_bytes(bytes(data))
+    return out
+
+
+def _lane_log_from_reference(text: str, model: pathlib.Path) -> str:
+    """The step log of a lane that computes exactly the float64 reference of `model` (the real log's
+    runs, nodes and layout; every compared node's printed values and sum replaced by the reference's)."""
+    from tools.core.digest import sha256_file
+    from tools.model import reference_forward as rf
+
+    lines = text.splitlines()
+    loaded = rf.load_model(model)
+    for run in oo_log.parse_runs(text):
+        out_ids = [len(run.tokens) - 1]
+        ref = rf.forward_nodes(loaded, run.tokens, out_ids=out_ids, cache=oo_graph._cache_geometry(run))
+        for node in run.nodes:
+            want = None if node.op in oo_graph.VIEW_OPS else oo_graph.reference_value(node, ref, out_ids)
+            if want is None:
+                continue
+            idx = oo_graph.np.ix_(range(node.ne[3]), oo_log.printed_indices(node.ne[2]),
+                                  oo_log.printed_indices(node.ne[1]), oo_log.printed_indices(node.ne[0]))
+            values = iter(want[idx].reshape(-1).tolist())
+            i = node.line  # the line after the header (node.line is 1-based)
+            while not oo_log._SUM.match(lines[i]):
+                m = oo_log._ROW.match(lines[i])
+                if m:
+                    vals = [v if v.strip() == "..." else f"{next(values):12.4f}" for v in m.group("vals").split(",")]
+                    lines[i] = lines[i][:m.start("vals")] + ",".join(vals) + lines[i][m.end("vals"):]
+                i += 1
+            lines[i] = lines[i].split("sum =")[0] + f"sum = {float(want.sum()):f}"
+    out = "\n".join(lines) + "\n"
+    return re.sub(r"sha256=[0-9a-f]{64}", f"sha256={sha256_file(model)}", out)
+
+
+def test_a_degenerate_model_whose_rope_is_all_zero_fails(real, model, tmp_path) -> None:
+    # Issue 23 class 12: with attn_q/attn_k all zero every ROPE node is 0 in the lane and in the
+    # reference alike, and ROPE "passed". A lane computing exactly the reference of that model fails.
+    honest = _lane_log_from_reference(real, model)
+    _, _, _, problems = _evaluate(honest, model)
+    assert problems == [], problems  # the generated log of the real model is a clean run
+    degenerate = _zeroed_model(model, tmp_path / "degenerate.gguf", ("attn_q.weight", "attn_k.weight"))
+    counts, _, results, problems = _evaluate(_lane_log_from_reference(real, degenerate), degenerate)
+    assert counts["op.ROPE.failed"] == counts["op.ROPE.evaluated"] > 0
+    rope = [r for r in results if r.node.op == "ROPE"]
+    assert all("the reference is constant (0 across" in r.why and "nothing is tested by ROPE" in r.why for r in rope)
+    assert any(p.startswith("failed: ") and "ROPE (" in p for p in problems), problems
+    # Qcur/Kcur's MUL_MAT are 0 too; the model's other matmuls still vary and pass.
+    qk = [r for r in results if r.node.op == "MUL_MAT" and r.node.name.startswith(("Qcur-", "Kcur-"))]
+    assert qk and all(r.status == "fail" for r in qk)
+    assert any(r.status == "pass" for r in results if r.node.op == "MUL_MAT" and r not in qk)
+
+
 def test_a_lane_killed_by_a_signal_is_reported_as_a_crash_not_as_what_its_output_lacks(real, model, tmp_path) -> None:
     # Both eval-callback runs died of SIGILL (the AMX host's fault before patch 0005) after their
     # first lines: the verdict names the crash and the signal, not the oracle's parse error.

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from tools.runner import log_blocks
 from tools.runner.checks import speed, speed_bench, speed_roofline
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
@@ -32,7 +33,8 @@ load_tensors:        CUDA0 model buffer size =  3578.26 MiB
 """
 
 
-def _tests(backend: str, pp: float | None, tg: float | None, model_size: int = 70259712) -> list[dict]:
+def _tests(backend: str, pp: float | None, tg: float | None, model_size: int = 70259712,
+           model_filename: str | None = None, build_commit: str = "0c1e570") -> list[dict]:
     out = []
     for t in copy.deepcopy(CPU_JSON):
         is_pp = t["n_prompt"] > 0
@@ -40,7 +42,9 @@ def _tests(backend: str, pp: float | None, tg: float | None, model_size: int = 7
             continue
         t.update(n_prompt=512 if is_pp else 0, n_gen=0 if is_pp else 128, avg_ts=pp if is_pp else tg,
                  model_size=model_size, backends=backend, n_gpu_layers=99 if backend != "CPU" else 0,
-                 gpu_info="NVIDIA H200" if backend != "CPU" else "")
+                 gpu_info="NVIDIA H200" if backend != "CPU" else "", build_commit=build_commit)
+        if model_filename is not None:
+            t["model_filename"] = model_filename
         out.append(t)
     return out
 
@@ -188,18 +192,32 @@ def test_recompute_equals_evaluate(tmp_path):
 
 
 def _fake_bench(root: pathlib.Path, backend: str, pp: float, tg: float, big_tg: float, stderr: str,
-                big_pp: float = BIG_PP) -> pathlib.Path:
-    """A lane whose llama-bench prints canned JSON (stdout) and loader lines (stderr)."""
+                big_pp: float = BIG_PP, model: pathlib.Path | None = None, roofline: pathlib.Path | None = None,
+                build_commit: str = "0c1e570") -> pathlib.Path:
+    """A lane whose llama-bench prints canned JSON (stdout) and loader lines (stderr), naming the
+    given model files with their tensor bytes as llama-bench does."""
     (root / "bin").mkdir(parents=True)
     small, big = root / "small.json", root / "big.json"
-    small.write_text(json.dumps(_tests(backend, pp, tg)))
-    big.write_text(json.dumps(_tests(backend, big_pp, big_tg, 4014227456)))
+    small.write_text(json.dumps(_tests(backend, pp, tg, *_named(model, 70259712), build_commit)))
+    big.write_text(json.dumps(_tests(backend, big_pp, big_tg, *_named(roofline, 4014227456), build_commit)))
     (root / "stderr.txt").write_text(stderr)
     script = root / "bin" / "llama-bench"
     script.write_text(f"#!/bin/sh\ncat {root}/stderr.txt >&2\n"
                       f"case \"$*\" in *roofline*) cat {big};; *) cat {small};; esac\n")
     script.chmod(0o755)
     return root
+
+
+def _named(model: pathlib.Path | None, default_size: int) -> tuple[int, str | None]:
+    """(model_size, model_filename) llama-bench prints for a GGUF: its tensor bytes and the -m path."""
+    if model is None:
+        return default_size, None
+    return sum(speed_roofline.tensor_sizes(model).values()), str(model)
+
+
+def _evidence(commit: str = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"):
+    from proto import build_evidence_pb2 as epb
+    return epb.BuildEvidence(upstream=epb.Upstream(commit=commit))
 
 
 def test_run_speed_cuda_orchestration(tmp_path):
@@ -209,15 +227,17 @@ def test_run_speed_cuda_orchestration(tmp_path):
     from tools.runner.steps import Step
     from tools.runner.testing import fake_lane
 
+    model, roofline = _gguf(tmp_path / "m.gguf", ("token_embd.weight",)), _gguf(tmp_path / "roofline.gguf", ("a", "b"))
     cuda = _fake_bench(tmp_path / "cuda", "CUDA", 260819.9, 4349.9, 761.75,
-                       "load_tensors: offloaded 3/3 layers to GPU\n" + ROOFLINE_LOG)
-    cpu = _fake_bench(tmp_path / "cpu", "CPU", CPU_PP, CPU_TG, CPU_BIG_TG, "", big_pp=CPU_BIG_PP)
-    (tmp_path / "roofline.gguf").write_bytes(b"")
+                       "load_tensors: offloaded 3/3 layers to GPU\n" + ROOFLINE_LOG, model=model, roofline=roofline)
+    cpu = _fake_bench(tmp_path / "cpu", "CPU", CPU_PP, CPU_TG, CPU_BIG_TG, "", big_pp=CPU_BIG_PP, model=model,
+                      roofline=roofline)
     logs = tmp_path / "logs"
     logs.mkdir()
-    cfg = fake_lane.config(tmp_path, cuda, None, tmp_path / "m.gguf", lane="cuda", cpu_lane_dir=cpu,
-                           roofline_model=tmp_path / "roofline.gguf", hbm_bandwidth_gbs=4249.3)
-    ctx = RunContext(config=cfg, lane=load_lane(fake_lane.SPEC, "cuda"), logs_dir=logs, scratch_dir=tmp_path)
+    cfg = fake_lane.config(tmp_path, cuda, None, model, lane="cuda", cpu_lane_dir=cpu,
+                           roofline_model=roofline, hbm_bandwidth_gbs=4249.3)
+    ctx = RunContext(config=cfg, lane=load_lane(fake_lane.SPEC, "cuda"), logs_dir=logs, scratch_dir=tmp_path,
+                     evidence=_evidence())
     step = Step("speed", logs, ctx.tracker)
     status, message = speed.run_speed(ctx, step)
     step.finish(status, message)
@@ -228,6 +248,21 @@ def test_run_speed_cuda_orchestration(tmp_path):
     assert speed.recompute(logs) == (dict(step.result.counts), dict(step.result.metrics))
     # Line 2: the configuration (3 values) is in speed.config.json, no longer the log's first lines.
     assert "-v" in (logs / "speed.log").read_text().split("\n")[2].split()
+    # What was benched is bound in the runner's configuration: the model, the roofline model, the pin.
+    config = log_blocks.step_config(logs, "speed")
+    assert config["model"] == str(model) and config["roofline_model"] == str(roofline)
+    assert config["build_commit"].startswith("0c1e570") and config["model_sha256"]
+    # The same run over a lane whose llama-bench is another build fails, and so does no evidence.
+    ctx.evidence = _evidence("deadbeef" * 5)
+    step = Step("speed", logs, ctx.tracker)
+    status, message = speed.run_speed(ctx, step)
+    step.finish(status, message)
+    assert status == speed.CR.FAIL and "build_commit '0c1e570' is not the pinned upstream commit deadbeefdead" in message
+    ctx.evidence = None
+    step = Step("speed", logs, ctx.tracker)
+    status, message = speed.run_speed(ctx, step)
+    step.finish(status, message)
+    assert status == speed.CR.FAIL and "no build evidence with the pinned upstream commit" in message
 
 
 if __name__ == "__main__":
@@ -289,18 +324,114 @@ def test_cpu_membw_probe_prints_what_parse_membw_reads(tmp_path):
     assert speed_bench.parse_membw(out.stdout) > 0.1  # GB/s: any host moves more than this
 
 
+def _upstream_pairs(logs: pathlib.Path, factors: list[float]) -> None:
+    """Alternating lane/upstream benches: pair i's upstream runs `factors[i]` times as fast as the lane."""
+    lane = json.loads((logs / "speed.lane.json").read_text())
+    for i, factor in enumerate(factors, 1):
+        lane_label, up_label = speed_bench.pair_labels(i)
+        if i > 1:
+            (logs / f"speed.{lane_label}.json").write_text(json.dumps(lane))
+            (logs / f"speed.{lane_label}.log").write_text("")
+        up = copy.deepcopy(lane)
+        for t in up:
+            t["avg_ts"] = t["avg_ts"] * factor
+            t["build_commit"] = "unknown"  # the upstream-default build is not stamped
+        (logs / f"speed.{up_label}.json").write_text(json.dumps(up))
+        (logs / f"speed.{up_label}.log").write_text("")
+
+
 def test_upstream_ratio_from_its_own_bench_file(tmp_path):
     logs = _cpu_roofline_run(tmp_path, big_tg=16.0)
-    lane = json.loads((logs / "speed.lane.json").read_text())
-    for t in lane:
-        t["avg_ts"] = t["avg_ts"] * 2  # upstream twice as fast: ratio 0.5
-    (logs / "speed.upstream.json").write_text(json.dumps(lane))
-    (logs / "speed.upstream.log").write_text("")
+    _upstream_pairs(logs, [2.0, 2.0, 2.0])  # upstream twice as fast: ratio 0.5
     _, m, problems, summary = speed.evaluate(logs)
     assert problems == [] and m["upstream_ratio_pp"] == pytest.approx(0.5) and m["upstream_ratio_tg"] == pytest.approx(0.5)
-    assert "vs upstream defaults on this host: pp x0.50, tg x0.50" in summary
+    assert "vs upstream defaults on this host (median of 3 alternating pairs): pp x0.50, tg x0.50" in summary
     (logs / "speed.upstream.json").write_text("not json")
     assert "upstream build's llama-bench JSON unreadable" in speed.evaluate(logs)[2]
+
+
+def test_upstream_ratio_is_the_median_of_three_alternating_pairs_not_one_outlier(tmp_path):
+    # The CPU record's x1.87 came from one pair in which upstream ran slow: the median of the pairs
+    # does not move with it.
+    logs = _cpu_roofline_run(tmp_path / "a", big_tg=16.0)
+    _upstream_pairs(logs, [1 / 1.87, 1.0, 1.02])
+    _, m, problems, _ = speed.evaluate(logs)
+    assert problems == [], problems
+    assert m["upstream_ratio_pp"] == pytest.approx(1.0) and m["upstream_ratio_pp_max"] == pytest.approx(1.87)
+    assert m["upstream_pairs"] == 3
+    # One pair (or two) is not a ratio.
+    for n in (1, 2):
+        logs = _cpu_roofline_run(tmp_path / f"n{n}", big_tg=16.0)
+        _upstream_pairs(logs, [1 / 1.87] * n)
+        problems = speed.evaluate(logs)[2]
+        assert any(f"needs 3 alternating pairs of benches (lane, upstream, ...); found {n}" in p for p in problems), problems
+
+
+def _bound_run(logs: pathlib.Path, model: pathlib.Path, **lane_changes) -> pathlib.Path:
+    """A CPU run whose configuration binds the benches: the model's path and bytes, the pinned commit."""
+    logs.mkdir(parents=True, exist_ok=True)
+    tensor_bytes = sum(speed_roofline.tensor_sizes(model).values())
+    log_blocks.write_config(log_blocks.config_path(logs, "speed"), {
+        "backend": "cpu", "floor_tg_tokens_per_s": "0.0", "floor_pp_tokens_per_s": "0.0", "model": str(model),
+        "model_file_bytes": str(model.stat().st_size), "model_tensor_bytes": str(tensor_bytes), "model_sha256": "x",
+        "build_commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f"})
+    (logs / "speed.log").write_text("")
+    lane = _tests("CPU", 5000.0, 300.0, tensor_bytes, str(model))
+    for t in lane:
+        t.update(lane_changes)
+    (logs / "speed.lane.json").write_text(json.dumps(lane))
+    (logs / "speed.lane.log").write_text("")
+    return logs
+
+
+def test_speed_binds_the_bench_to_the_runs_model_and_the_pinned_build(tmp_path):
+    model = _gguf(tmp_path / "tiny.gguf", ("token_embd.weight", "output.weight"))
+    counts, _, problems, _ = speed.evaluate(_bound_run(tmp_path / "honest", model))
+    assert problems == [], problems
+    assert counts["model_bytes"] == 2 * 100 * 64 * 2
+    # Issue 23 class 9: a bench JSON of another model and another build.
+    problems = speed.evaluate(_bound_run(tmp_path / "lie", model, model_size=123, build_commit="deadbee",
+                                         model_filename="/tmp/other.gguf"))[2]
+    text = "; ".join(problems)
+    assert "model_filename '/tmp/other.gguf' is not the run's model" in text
+    assert f"model_size 123 is not the {2 * 100 * 64 * 2} B of tensors" in text
+    assert "build_commit 'deadbee' is not the pinned upstream commit 0c1e57098bba" in text
+    # A prefix shorter than a short hash binds nothing.
+    problems = speed.evaluate(_bound_run(tmp_path / "short", model, build_commit="0c"))[2]
+    assert any("build_commit '0c' is not the pinned" in p for p in problems), problems
+
+
+def test_speed_without_tensor_bytes_holds_model_size_to_the_file(tmp_path):
+    model = _gguf(tmp_path / "tiny.gguf", ("token_embd.weight",))
+    logs = _bound_run(tmp_path / "a", model)
+    config = log_blocks.step_config(logs, "speed")
+    del config["model_tensor_bytes"]
+    log_blocks.write_config(log_blocks.config_path(logs, "speed"), config)
+    assert speed.evaluate(logs)[2] == []
+    lane = json.loads((logs / "speed.lane.json").read_text())
+    for t in lane:
+        t["model_size"] = model.stat().st_size + 1  # more than the file holds
+    (logs / "speed.lane.json").write_text(json.dumps(lane))
+    assert any("does not fit the" in p for p in speed.evaluate(logs)[2])
+
+
+def test_lane_and_upstream_benches_must_agree_on_the_model(tmp_path):
+    model = _gguf(tmp_path / "tiny.gguf", ("token_embd.weight",))
+    logs = _bound_run(tmp_path / "a", model)
+    _upstream_pairs(logs, [1.0, 1.0, 1.0])
+    assert speed.evaluate(logs)[2] == []
+    up = json.loads((logs / "speed.upstream.2.json").read_text())
+    for t in up:
+        t.update(model_filename="/tmp/small.gguf", model_size=123)
+    (logs / "speed.upstream.2.json").write_text(json.dumps(up))
+    problems = speed.evaluate(logs)[2]
+    assert any("upstream.2 bench: test n_prompt=512 n_gen=0: model_filename '/tmp/small.gguf'" in p for p in problems), problems
+    assert any("the compared benches ran different models" in p and "upstream.2" in p for p in problems), problems
+    # Older runs (no model in the configuration) still hold compared benches to one model.
+    log_blocks.config_path(logs, "speed").unlink()
+    (logs / "speed.log").write_text("# lanes-config backend=cpu\n")
+    problems = speed.evaluate(logs)[2]
+    assert [p for p in problems if "ran different models" in p], problems
 
 
 def test_membw_statistic_is_the_probes_own_and_unknown_ones_are_refused():
@@ -388,3 +519,42 @@ def test_bandwidth_probe_runs_before_and_after_the_bench_pool_their_samples():
         speed_bench.parse_membw(before + "\n" + mixed)
     with pytest.raises(ValueError, match="no probe output"):
         speed_bench.parse_membw("\n")
+
+
+def _cpu_speed_run(tmp_path: pathlib.Path, model: pathlib.Path, upstream: bool):
+    from tools.runner.context import RunContext
+    from tools.runner.lane_spec import load_lane
+    from tools.runner.steps import Step
+    from tools.runner.testing import fake_lane
+
+    named = model if model.suffix == ".gguf" and model.read_bytes()[:4] == b"GGUF" else None
+    lane = _fake_bench(tmp_path / "lane", "CPU", 5000.0, 300.0, 16.0, "", model=named)
+    up = _fake_bench(tmp_path / "upstream", "CPU", 4000.0, 250.0, 16.0, "", model=named, build_commit="unknown")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    cfg = fake_lane.config(tmp_path, lane, None, model, upstream_dir=up if upstream else None)
+    ctx = RunContext(config=cfg, lane=load_lane(fake_lane.SPEC, "cpu"), logs_dir=logs, scratch_dir=tmp_path,
+                     evidence=_evidence())
+    step = Step("speed", logs, ctx.tracker)
+    status, message = speed.run_speed(ctx, step)
+    step.finish(status, message)
+    return status, message, logs
+
+
+def test_run_speed_alternates_lane_and_upstream_benches(tmp_path):
+    model = _gguf(tmp_path / "tiny.gguf", ("token_embd.weight",))
+    status, message, logs = _cpu_speed_run(tmp_path, model, upstream=True)
+    assert status == speed.CR.PASS, message
+    order = [line.split("(stdout: ")[1].split(",")[0] for line in (logs / "speed.log").read_text().splitlines()
+             if line.startswith("$ ")]
+    assert order == ["speed.lane.json", "speed.upstream.json", "speed.lane.2.json", "speed.upstream.2.json",
+                     "speed.lane.3.json", "speed.upstream.3.json"]
+    assert "median of 3 alternating pairs): pp x1.25, tg x1.20" in message
+    assert log_blocks.step_config(logs, "speed")["upstream_pairs"] == "3"
+
+
+def test_run_speed_refuses_a_model_it_cannot_read(tmp_path):
+    model = tmp_path / "tiny.gguf"
+    model.write_text("not a gguf")
+    status, message, _ = _cpu_speed_run(tmp_path, model, upstream=False)
+    assert status == speed.CR.FAIL and "cannot read its tensors" in message and "the bench cannot be bound" in message

@@ -33,9 +33,11 @@ def _lane(in_certification: bool, lane_id: str = fake_bundle.LANE_ID,
 
 def _run(tmp: pathlib.Path, lane: Lane, bundle: pathlib.Path | None,
          ctest_timeout_s: float = 3600.0) -> tuple[int, str, Step, RunContext]:
+    tmp.mkdir(parents=True, exist_ok=True)
     model = tmp / "tiny.gguf"
     model.write_text("GGUF")
-    cfg = RunnerConfig(lane=lane.lane_id, lane_dir=fake_bundle.lane_dir(tmp), evidence=None, spec=tmp / "spec.json",
+    spec = fake_bundle.write_spec(tmp / "spec.json", lane.lane_id)
+    cfg = RunnerConfig(lane=lane.lane_id, lane_dir=fake_bundle.lane_dir(tmp), evidence=None, spec=spec,
                        model=model, out_dir=tmp / "out", report=tmp / "out" / "runner_report.pb", ctest_bundle=bundle,
                        ctest_timeout_s=ctest_timeout_s)
     logs = tmp / "out" / "logs"
@@ -185,6 +187,62 @@ def test_raw_files_that_disagree_with_themselves_are_problems(tmp_path):
     manifest.write_text(manifest.read_text().replace('{', '{"lane_id": "linux-x86_64-other", ', 1))
     with pytest.raises(ctest_run.RunError, match="appear twice"):
         upstream_ctest.problems(logs)
+
+
+def test_a_bundle_of_one_echo_test_plus_the_spec_exclusions_fails(tmp_path):
+    # Issue 23 class 10: ctest passes the one test it was given; the suite is not the spec's.
+    bundle = fake_bundle.make_bundle(tmp_path / "b", scripts={}, ctest_file=fake_bundle.ECHO_CTEST_FILE)
+    status, message, step, ctx = _run(tmp_path, _lane(in_certification=True), bundle)
+    assert status == CR.FAIL, message
+    assert "1 passed, 0 failed" in message
+    assert "test test-ok runs '/bin/echo', not a test executable the lane spec names" in message
+    assert ("4 test executable(s) the lane spec names ran in no passed test: test-autorelease, test-chat, test-gen, "
+            "test-tok") in message
+    assert any("ran in no passed test" in p for p in upstream_ctest.problems(ctx.logs_dir))
+
+
+def test_a_spec_target_whose_tests_did_not_pass_or_run_fails(tmp_path):
+    # A test the manifest drops (or that ctest never ran) leaves its executable unrun.
+    ctest_file = fake_bundle.CTEST_FILE.replace("add_test([=[test-gen]=]", "#add_test([=[test-gen]=]")
+    bundle = fake_bundle.make_bundle(tmp_path / "b", ctest_file=ctest_file)
+    status, message, _, _ = _run(tmp_path, _lane(in_certification=True), bundle)
+    assert status == CR.FAIL and "1 test executable(s) the lane spec names ran in no passed test: test-gen" in message
+
+
+def test_test_binaries_must_be_the_ones_the_bundle_recorded(tmp_path):
+    bundle = fake_bundle.make_bundle(tmp_path / "b")
+    (bundle / "bin" / "test-chat").write_text("#!/bin/sh\necho chat ok\n")  # swapped after bundling
+    status, message, _, _ = _run(tmp_path / "swapped", _lane(in_certification=True), bundle)
+    assert status == CR.FAIL and "bin/test-chat: sha256" in message and "is not the manifest's" in message
+    # A bundle made before the manifest carried digests cannot be bound.
+    bundle = fake_bundle.make_bundle(tmp_path / "c")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    del manifest["binaries"]
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    status, message, _, _ = _run(tmp_path / "old", _lane(in_certification=True), bundle)
+    assert status == CR.FAIL and "no 'binaries' digests" in message
+    # The digests the step logged must be the kept manifest's.
+    bundle = fake_bundle.make_bundle(tmp_path / "d")
+    status, _, step, ctx = _run(tmp_path / "logged", _lane(in_certification=True), bundle)
+    assert status == CR.PASS
+    _set_config(step, "test_binary.test-chat", "sha256:" + "0" * 64)
+    assert any(p.startswith("test binary test-chat: ran as sha256:0000") for p in upstream_ctest.problems(ctx.logs_dir))
+
+
+def test_a_lane_spec_without_ctest_targets_fails(tmp_path):
+    bundle = fake_bundle.make_bundle(tmp_path / "b")
+    lane = _lane(in_certification=True)
+    spec = {k: v for k, v in fake_bundle.SPEC.items() if k != "targets"}
+    model = tmp_path / "tiny.gguf"
+    model.write_text("GGUF")
+    cfg = RunnerConfig(lane=lane.lane_id, lane_dir=fake_bundle.lane_dir(tmp_path), evidence=None,
+                       spec=fake_bundle.write_spec(tmp_path / "spec.json", lane.lane_id, spec), model=model,
+                       out_dir=tmp_path / "out", report=tmp_path / "out" / "r.pb", ctest_bundle=bundle)
+    logs = tmp_path / "out" / "logs"
+    logs.mkdir(parents=True)
+    ctx = RunContext(config=cfg, lane=lane, logs_dir=logs, scratch_dir=tmp_path / "scratch")
+    status, message = upstream_ctest.run_upstream_ctest(ctx, Step(upstream_ctest.STEP, logs, ctx.tracker))
+    assert status == CR.FAIL and "names no CTest targets" in message
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ Counting of its output: tools/runner/checks/fixture_parity_log.py.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 
@@ -47,6 +48,13 @@ NMSE_THRESHOLDS = {"MUL_MAT": 5e-4, "FLASH_ATTN_EXT": 5e-4, "SOFT_MAX": 1e-6}
 DEFAULT_MAA_THRESHOLD = 1e-4
 MAA_THRESHOLDS = {"SUB": 1e-3, "MUL": 1e-3, "DIV": 1e-3, "ROPE": 1e-3, "SIN": 1e-3, "COS": 1e-3}
 
+# grad mode's `N/M tests passed`: M is every grad-mode test case of the binary (test_cases.size()
+# once whole-graph cases are dropped; the -o filter acts inside eval_grad, so filtered-out cases
+# print nothing and still count, as passed). M is therefore a constant of the pinned source, not of
+# what was printed: measured at the pin with `test-backend-ops grad -b CPU -o <CPU_GRAD_OPS>` on the
+# zen4 and sapphirerapids hosts (both 20766/20766). The summary is bound to it and to the lines:
+# M - N = the failed tests printed (so N also covers every printed test that did not fail).
+GRAD_TEST_CASES = {"0c1e57098bba43ac29e6e3b677cdceebdd22334f": 20766}
 
 # ---- configuration written into the log, so recompute() needs nothing else ----------------------
 
@@ -60,6 +68,11 @@ class FixtureConfig:
     thresholds: dict[str, float] = dataclasses.field(default_factory=dict)  # op -> nmse (test) / maa (grad)
     exit_code: int | None = None
     timed_out: bool = False
+    # grad mode: the pinned binary's test-case count (GRAD_TEST_CASES), "" when the pin has none.
+    grad_test_cases: str | None = None
+    # Required ops the lane spec says the llama graph never runs (ops_absent_from_graph): a check
+    # that covers them evaluates nothing, so they are reported as absent, never as covered.
+    absent_ops: tuple[str, ...] = ()
 
 
 def threshold(mode: str, op: str) -> float:
@@ -74,6 +87,10 @@ def config_values(cfg: FixtureConfig) -> dict[str, str]:
     out.update({f"op_coverage.{op}": check for op, check in sorted(cfg.op_coverage.items())})
     kind = "maa_threshold" if cfg.mode == "grad" else "nmse_threshold"
     out.update({f"op.{op}.{kind}": repr(thr) for op, thr in sorted(cfg.thresholds.items())})
+    if cfg.grad_test_cases is not None:
+        out["grad_test_cases"] = cfg.grad_test_cases
+    if cfg.absent_ops:
+        out["absent_ops"] = ",".join(cfg.absent_ops)
     return out
 
 
@@ -96,8 +113,12 @@ def read_config(text: str, config: dict[str, str] | None = None) -> FixtureConfi
         value = value.strip()
         if key == "backend":
             cfg.backend = value
+        elif key == "grad_test_cases":
+            cfg.grad_test_cases = value
         elif key == "required_ops":
             cfg.required_ops = tuple(v for v in value.split(",") if v)
+        elif key == "absent_ops":
+            cfg.absent_ops = tuple(v for v in value.split(",") if v)
         elif key.startswith("op_coverage."):
             cfg.op_coverage[key.split(".", 1)[1]] = value
         elif key.startswith("op.") and key.endswith("_threshold"):
@@ -114,10 +135,12 @@ def _check_names() -> tuple[str, ...]:
 
 
 def coverage(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, str], list[str]]:
-    """(op -> check that covers it instead, required ops covered by nothing)."""
+    """(op -> check that covers it instead, required ops covered by nothing). An op the spec says
+    the graph never runs is in neither: its check confirms the absence, it evaluates nothing
+    (absent_required())."""
     elsewhere, uncovered = {}, []
     for op in cfg.required_ops:
-        if s.ops.get(op, OpCounts()).evaluated > 0:
+        if s.ops.get(op, OpCounts()).evaluated > 0 or op in absent_required(s, cfg):
             continue
         check = cfg.op_coverage.get(op, "")
         if check and check != STEP and check in _check_names():
@@ -127,8 +150,29 @@ def coverage(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, str], list[st
     return elsewhere, uncovered
 
 
-def summary_problems(s: OpsSummary, backend: str) -> list[str]:
-    """The harness's own summary lines must exist and agree with the per-test count."""
+def absent_required(s: OpsSummary, cfg: FixtureConfig) -> dict[str, str]:
+    """Required ops not evaluated here that the lane spec lists as absent from the llama graph,
+    -> the check that verifies the absence (op_oracle: 0 nodes in every run). Nothing evaluates them."""
+    out = {}
+    for op in cfg.required_ops:
+        check = cfg.op_coverage.get(op, "")
+        if (op in cfg.absent_ops and s.ops.get(op, OpCounts()).evaluated == 0 and check and check != STEP
+                and check in _check_names()):
+            out[op] = check
+    return out
+
+
+def _grad_totals(grad_test_cases: str | None) -> set[int]:
+    """The test-case counts a grad-mode summary may state: the pinned binary's (logged by the
+    runner); runs made before it was logged: those of the pins GRAD_TEST_CASES knows."""
+    if grad_test_cases is None:
+        return set(GRAD_TEST_CASES.values())
+    return {int(grad_test_cases)} if grad_test_cases.isdigit() else set()
+
+
+def summary_problems(s: OpsSummary, backend: str, grad_test_cases: str | None = None) -> list[str]:
+    """The harness's own summary lines must exist and agree with the per-test count (grad mode: and
+    with the pinned binary's test-case count)."""
     problems = []
     failed = s.total("failed")
     if s.summary_total is None:
@@ -137,9 +181,17 @@ def summary_problems(s: OpsSummary, backend: str) -> list[str]:
         if s.summary_total - s.summary_passed != failed:
             problems.append(f"summary {s.summary_passed}/{s.summary_total} says {s.summary_total - s.summary_passed} "
                             f"failed, the per-test count says {failed}")
+        totals = _grad_totals(grad_test_cases)
+        if not totals:
+            problems.append("no grad-mode test-case count for the pinned commit (fixture_parity.GRAD_TEST_CASES): "
+                            "the summary cannot be bound")
+        elif s.summary_total not in totals:
+            problems.append(f"summary {s.summary_passed}/{s.summary_total} counts {s.summary_total} test cases; "
+                            f"the pinned test-backend-ops has {' or '.join(map(str, sorted(totals)))}")
         seen = s.tests_run + s.total("not_supported") + s.total("skipped")
         if seen > s.summary_total:
             problems.append(f"{seen} tests printed but the summary counts {s.summary_total} test cases")
+
     elif (s.summary_passed, s.summary_total) != (s.total("passed"), s.tests_run):
         problems.append(f"summary {s.summary_passed}/{s.summary_total} disagrees with the per-test count "
                         f"{s.total('passed')}/{s.tests_run}")
@@ -169,7 +221,7 @@ def judge(s: OpsSummary, cfg: FixtureConfig) -> tuple[int, str]:
         return CR.FAIL, f"{s.fa_vec_failed} fa_vec slice test(s) failed"
     if not cfg.required_ops:
         return CR.FAIL, "the lane spec names no required ops (fixture_ops / op_coverage): nothing to certify"
-    problems = summary_problems(s, cfg.backend)
+    problems = summary_problems(s, cfg.backend, cfg.grad_test_cases)
     if problems:
         return CR.FAIL, "; ".join(problems)
     elsewhere, uncovered = coverage(s, cfg)
@@ -180,6 +232,10 @@ def judge(s: OpsSummary, cfg: FixtureConfig) -> tuple[int, str]:
     for op, check in elsewhere.items():
         by_check.setdefault(check, []).append(op)
     covered = "".join(f"; {', '.join(ops)} covered by {check}" for check, ops in sorted(by_check.items()))
+    absent = absent_required(s, cfg)
+    covered += "".join(f"; {op} evaluated by no check: the lane spec says the llama graph never runs it "
+                       f"({check} verifies 0 nodes)" for op, check in sorted(absent.items()))
+    evaluated = [op for op in evaluated if op not in absent]
     return CR.PASS, (f"{s.tests_run} {s.mode}-mode tests evaluated and passed; required ops evaluated here: "
                      f"{', '.join(f'{op} {s.ops[op].evaluated}' for op in evaluated) or 'none'}{covered}")
 
@@ -201,12 +257,17 @@ def figures(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, int], dict[str
     counts["ops_required_evaluated"] = sum(1 for op in cfg.required_ops if s.ops.get(op, OpCounts()).evaluated > 0)
     counts["ops_covered_elsewhere"] = len(elsewhere)
     counts["ops_uncovered"] = len(uncovered)
+    absent = absent_required(s, cfg)
+    if cfg.absent_ops:
+        counts["ops_absent_from_graph"] = len(absent)
     for op in sorted(set(s.ops) | set(cfg.required_ops)):
         c = s.ops.get(op, OpCounts())
         for field in ("evaluated", "passed", "failed", "not_supported", "skipped"):
             counts[f"op.{op}.{field}"] = getattr(c, field)
         if op in elsewhere:
             counts[f"op.{op}.covered_elsewhere"] = 1
+        if op in absent:
+            counts[f"op.{op}.absent_from_graph"] = 1
     metrics: dict[str, float] = {}
     kind = "maa_threshold" if s.mode == "grad" else "nmse_threshold"
     for op, thr in cfg.thresholds.items():
@@ -232,6 +293,8 @@ def per_op_table(s: OpsSummary, cfg: FixtureConfig) -> list[str]:
         note = ""
         if op in cfg.required_ops:
             note = f"  covered by {elsewhere[op]}" if op in elsewhere else ("  required" if c.evaluated else "  required, NOT EVALUATED")
+            if op in absent_required(s, cfg):
+                note = f"  required, absent from the llama graph (no check evaluates it; {cfg.op_coverage[op]} verifies 0 nodes)"
         lines.append(f"#   {op:16s} {c.evaluated:5d} {c.passed:5d} {c.failed:5d} {c.not_supported:5d} {c.skipped:5d}{note}")
     return lines
 
@@ -244,6 +307,15 @@ def required_ops(ctx: RunContext) -> tuple[str, ...]:
     ops = list(ctx.lane.fixture_ops)
     ops += [op for op in ctx.lane.op_coverage if op not in ops]
     return tuple(ops)
+
+
+def spec_absent_ops(ctx: RunContext) -> list[str]:
+    """The lane spec's ops_absent_from_graph (the Lane record does not carry it)."""
+    try:
+        lane = json.loads(pathlib.Path(ctx.config.spec).read_text())["lanes"][ctx.lane.lane_id]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [str(op) for op in lane.get("ops_absent_from_graph", [])]
 
 
 def fixture_jobs(cfg) -> int:
@@ -274,9 +346,12 @@ def run_fixture_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | N
     mode = argv[1]
     requested = tuple(argv[argv.index("-o") + 1].split(",")) if "-o" in argv else ()
     required = required_ops(ctx)
+    commit = ctx.evidence.upstream.commit if ctx.evidence is not None else ""
+    cases = GRAD_TEST_CASES.get(commit)
     cfg = FixtureConfig(mode=mode, backend=ctx.backend0, required_ops=required,
-                        op_coverage=dict(ctx.lane.op_coverage),
-                        thresholds={op: threshold(mode, op) for op in dict.fromkeys(requested + required)})
+                        op_coverage=dict(ctx.lane.op_coverage), absent_ops=tuple(spec_absent_ops(ctx)),
+                        thresholds={op: threshold(mode, op) for op in dict.fromkeys(requested + required)},
+                        grad_test_cases=(str(cases) if cases else "") if mode == "grad" else None)
     for key, value in config_values(cfg).items():
         step.config(key, value)
     res = step.run(argv, ctx.config.timeout_s)

@@ -33,6 +33,14 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 # Relative error is reported only where |ref| is well above the print resolution.
 REL_ERR_FLOOR = 1e-2
+# Ops whose output varies across its elements in any model that computes something: a reference
+# that is constant (within the element tolerance) means a degenerate model (attn_q/attn_k all zero
+# makes every ROPE node 0), against which a lane printing that constant "passes" while nothing was
+# tested. Such a node fails instead.
+MUST_VARY_OPS = frozenset({"ROPE", "MUL_MAT", "SOFT_MAX", "RMS_NORM", "FLASH_ATTN_EXT"})
+# The spread (max - min) of the reference must exceed this many element tolerances: otherwise a
+# lane printing the reference's mean everywhere would pass the node.
+MIN_SPREAD_TOLERANCES = 2.0
 
 
 # ---- reference ----
@@ -146,6 +154,14 @@ def compare_node(node: Node, want: np.ndarray, atol: float, rtol: float) -> Node
                                    max_rel_err=math.inf, worst_ratio=math.inf)
     flat = want.reshape(-1)
     rms = float(np.sqrt(np.mean(flat * flat))) if flat.size else 0.0
+    if node.op in MUST_VARY_OPS:
+        spread = float(np.ptp(flat)) if flat.size else 0.0
+        scale = PRINT_ROUNDING + atol * rms + rtol * float(np.abs(flat).max(initial=0.0))
+        if not spread > MIN_SPREAD_TOLERANCES * scale:
+            return dataclasses.replace(res, status="fail", why=(
+                f"the reference is constant ({float(flat[0]) if flat.size else 0.0:.6g} across {flat.size} elements, "
+                f"spread {spread:.3g} <= {MIN_SPREAD_TOLERANCES:g} x tol {scale:.3g}): a degenerate model, nothing "
+                f"is tested by {node.op}"))
     err = np.abs(got - ref)
     tol = PRINT_ROUNDING + atol * rms + rtol * np.abs(ref)
     big = np.abs(ref) >= REL_ERR_FLOOR

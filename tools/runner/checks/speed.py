@@ -39,25 +39,34 @@ import os
 import pathlib
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 
 from proto import runner_report_pb2 as rpb
+from tools.core.digest import sha256_file
 from tools.runner import backends, exits, log_blocks
 from tools.runner.checks.base import Check, option
 from tools.runner.checks.speed_bench import (
+    BUILD_COMMIT_KEY,
     CPU_LANE,
     LANE,
+    MODEL_KEYS,
     PEER_LANE,
     ROOFLINE_CPU_LANE,
     ROOFLINE_LANE,
     ROOFLINE_PEER_LANE,
     UPSTREAM,
+    UPSTREAM_PAIRS,
     backend_problems,
+    bench_agreement,
     bench_figures,
+    binding_problems,
+    fnum_cfg,
     load_bench,
     load_optional_bench,
+    pair_labels,
     parse_offloaded,
 )
 from tools.runner.checks.speed_roofline import accelerator_roofline, cpu_roofline, rows_only_bytes, tensor_sizes
@@ -205,29 +214,78 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         summary += f", x{m.get('speedup_pp', 0):.2f} pp / x{m.get('speedup_tg', 0):.2f} tg vs CPU lane (tiny model)"
         summary = accelerator_roofline(logs_dir, cfg, backend, m, counts, problems, summary)
         summary = _peer(logs_dir, cfg, m, problems, summary)
-    summary = _upstream(logs_dir, backend, accel, lane, m, problems, summary)
+    summary = _upstream(logs_dir, cfg, backend, accel, m, problems, summary)
+    problems += _binding(logs_dir, cfg)
     for k, v in m.items():
         if not math.isfinite(v):
             problems.append(f"{k} is {v}")
     return counts, m, problems, summary
 
 
-def _upstream(logs_dir, backend, accel, lane, m, problems, summary) -> str:
-    """Lane vs an upstream-default build of the same tree, same host, same bench sizes (one run
-    each; tools/bench alternates runs for a finer figure). Informational unless a policy floors it."""
+def _upstream(logs_dir, cfg, backend, accel, m, problems, summary) -> str:
+    """Lane vs an upstream-default build of the same tree, same host, same bench sizes, in
+    alternating runs (lane, upstream, lane, upstream, ...): the ratio is the median of the pairs'
+    ratios, so one outlier run (a shared host's noisy moment) cannot make it. Informational unless a
+    policy floors it."""
     loaded = load_optional_bench(logs_dir, UPSTREAM, "upstream bench", "upstream build's llama-bench JSON unreadable",
                                  backend, accel, problems)
     if loaded is None:
         return summary
-    ref = bench_figures(loaded[0])
+    pairs: list[tuple[dict[str, float], dict[str, float]]] = []
+    for i in range(1, 1000):
+        lane_label, up_label = pair_labels(i)
+        lane_tests, _ = load_bench(logs_dir, lane_label)
+        up_tests, _ = load_bench(logs_dir, up_label)
+        if lane_tests is None or up_tests is None:
+            break
+        if not lane_tests or not up_tests:
+            problems.append(f"pair {i} of the lane/upstream benches: JSON unreadable")
+            return summary
+        if i > 1:
+            problems += [f"lane bench {i}: {p}" for p in backend_problems(lane_tests, backend, accel)]
+            problems += [f"upstream bench {i}: {p}" for p in backend_problems(up_tests, backend, accel)]
+        pairs.append((bench_figures(lane_tests), bench_figures(up_tests)))
+    want = max(UPSTREAM_PAIRS, int(fnum_cfg(cfg, "upstream_pairs")))
+    counts_ok = len(pairs) >= want
+    if not counts_ok:
+        problems.append(f"the lane/upstream ratio needs {want} alternating pairs of benches (lane, upstream, ...); "
+                        f"found {len(pairs)}")
     parts = []
+    m["upstream_pairs"] = float(len(pairs))
     for kind in ("pp", "tg"):
         key = f"{kind}_tokens_per_s"
-        if key in ref and key in lane and ref[key] > 0:
-            m[f"upstream_{key}"] = ref[key]
-            m[f"upstream_ratio_{kind}"] = lane[key] / ref[key]
-            parts.append(f"{kind} x{m[f'upstream_ratio_{kind}']:.2f}")
-    return summary + (f"; vs upstream defaults on this host: {', '.join(parts)}" if parts else "")
+        ratios = [lane[key] / ref[key] for lane, ref in pairs if key in lane and key in ref and ref[key] > 0]
+        if len(ratios) != len(pairs) or not ratios:
+            continue
+        m[f"upstream_{key}"] = statistics.median(ref[key] for _, ref in pairs)
+        m[f"upstream_ratio_{kind}"] = statistics.median(ratios)
+        m[f"upstream_ratio_{kind}_min"], m[f"upstream_ratio_{kind}_max"] = min(ratios), max(ratios)
+        parts.append(f"{kind} x{m[f'upstream_ratio_{kind}']:.2f}")
+    return summary + (f"; vs upstream defaults on this host (median of {len(pairs)} alternating pairs): "
+                      f"{', '.join(parts)}" if parts else "")
+
+
+def _binding(logs_dir: pathlib.Path, cfg: dict[str, str]) -> list[str]:
+    """Every bench ran the run's model (or the roofline model) on the pinned build, and the benches
+    that are compared with each other ran the same model."""
+    out: list[str] = []
+    groups: dict[str, dict[str, list[dict]]] = {"model": {}, "roofline": {}}
+    labels = [(LANE, "model"), (CPU_LANE, "model"), (PEER_LANE, "model"),
+              (ROOFLINE_LANE, "roofline"), (ROOFLINE_CPU_LANE, "roofline"), (ROOFLINE_PEER_LANE, "roofline")]
+    for i in range(1, 1000):
+        lane_label, up_label = pair_labels(i)
+        if not (logs_dir / f"speed.{up_label}.json").is_file():
+            break
+        labels += [(lane_label, "model")] * (i > 1) + [(up_label, "model")]
+    for label, which in labels:
+        tests, _ = load_bench(logs_dir, label)
+        if not tests:
+            continue
+        groups[which][label] = tests
+        out += [f"{label} bench: {p}" for p in binding_problems(tests, cfg, which, unstamped_ok=label.startswith(UPSTREAM))]
+    for benches in groups.values():
+        out += bench_agreement(benches)
+    return out
 
 
 def _peer(logs_dir, cfg, m, problems, summary) -> str:
@@ -261,6 +319,36 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return counts, metrics
 
 
+def bind_inputs(ctx: RunContext, step: Step) -> list[str]:
+    """Writes what every bench must have run into the step's configuration: the model path the
+    runner passes (llama-bench's model_filename), its sha256, file and tensor bytes (model_size),
+    the same for the roofline model, and the pinned upstream commit of the build evidence
+    (build_commit). Returns failures (no evidence: the build cannot be bound)."""
+    cfg = ctx.config
+    failures = []
+    for (path_key, file_key, tensor_key), model in ((MODEL_KEYS["model"], cfg.model),
+                                                    (MODEL_KEYS["roofline"], cfg.roofline_model)):
+        if model is None:
+            continue
+        step.config(path_key, f"{model}")
+        try:
+            sizes = tensor_sizes(model)
+        except (OSError, ValueError, KeyError, IndexError) as err:  # not a GGUF gguf-py can read
+            failures.append(f"{model}: cannot read its tensors ({type(err).__name__}: {err}): the bench cannot be bound")
+            continue
+        step.config(file_key, f"{pathlib.Path(model).stat().st_size}")
+        step.config(tensor_key, f"{sum(sizes.values())}")
+        if path_key == "model":
+            step.config("model_sha256", sha256_file(model))
+        else:
+            step.config("roofline_rows_only_bytes", f"{rows_only_bytes(sizes)}")
+    commit = ctx.evidence.upstream.commit if ctx.evidence is not None else ""
+    step.config(BUILD_COMMIT_KEY, commit)
+    if not commit:
+        failures.append("no build evidence with the pinned upstream commit: the benched build cannot be bound")
+    return failures
+
+
 def run_speed(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg, accel = ctx.config, ctx.lane.is_accelerator
     for stale in ctx.logs_dir.glob("speed.*.*"):  # a reused --out_dir: only this run's raw files count
@@ -277,15 +365,18 @@ def run_speed(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = Non
     else:
         step.config("floor_tg_tokens_per_s", f"{cfg.speed_floor_tg!r}")
         step.config("floor_pp_tokens_per_s", f"{cfg.speed_floor_pp!r}")
-    failures = []
+    failures = bind_inputs(ctx, step)
     if _bench(ctx, step, LANE, bench_command(ctx, cfg.lane_dir, accel)) != 0:
         failures.append("llama-bench on the lane failed")
-    if cfg.upstream_dir is not None and _bench(ctx, step, UPSTREAM, bench_command(ctx, cfg.upstream_dir, accel)) != 0:
-        failures.append("llama-bench on the upstream-default build failed")
+    if cfg.upstream_dir is not None:
+        step.config("upstream_pairs", f"{UPSTREAM_PAIRS}")
+        for i in range(1, UPSTREAM_PAIRS + 1):
+            lane_label, up_label = pair_labels(i)
+            if i > 1 and _bench(ctx, step, lane_label, bench_command(ctx, cfg.lane_dir, accel)) != 0:
+                failures.append(f"llama-bench on the lane failed (pair {i})")
+            if _bench(ctx, step, up_label, bench_command(ctx, cfg.upstream_dir, accel)) != 0:
+                failures.append(f"llama-bench on the upstream-default build failed (pair {i})")
     if not accel and cfg.roofline_model is not None:
-        sizes = tensor_sizes(cfg.roofline_model)
-        step.config("roofline_rows_only_bytes", f"{rows_only_bytes(sizes)}")
-        step.config("roofline_tensor_bytes", f"{sum(sizes.values())}")
         # The probe runs just before and just after the bench: a shared host's bandwidth moves within
         # seconds (measured on a zen4 VM: 26 to 42 GB/s), and its capacity is the fastest sample of
         # the window the bench ran in, not of a moment after it.

@@ -21,6 +21,14 @@ _OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
 LANE, CPU_LANE, ROOFLINE_LANE, ROOFLINE_CPU_LANE = "lane", "cpu_lane", "roofline_lane", "roofline_cpu_lane"
 PEER_LANE, ROOFLINE_PEER_LANE = "peer_lane", "roofline_peer_lane"
 UPSTREAM = "upstream"
+# The lane/upstream ratio: this many alternating pairs (lane, upstream, lane, upstream, ...), median.
+UPSTREAM_PAIRS = 3
+
+
+def pair_labels(i: int) -> tuple[str, str]:
+    """(lane label, upstream label) of the i-th alternating pair (1-based): the first pair's lane
+    bench is the lane's own (speed.lane.json), later ones speed.lane.<i>.json / speed.upstream.<i>.json."""
+    return (LANE, UPSTREAM) if i == 1 else (f"{LANE}.{i}", f"{UPSTREAM}.{i}")
 
 
 def parse_bench_tests(text: str) -> list[dict]:
@@ -159,3 +167,70 @@ def fnum_cfg(cfg: dict[str, str], key: str) -> float:
         return float(cfg.get(key, "0") or 0)
     except ValueError:
         return 0.0
+
+
+# ---- what was benched: the run's model file and the pinned build (issue 23, class 9) -----------
+
+# Runner-owned configuration keys (speed.config.json) that bind a bench to what the run gave it.
+MODEL_KEYS = {"model": ("model", "model_file_bytes", "model_tensor_bytes"),
+              "roofline": ("roofline_model", "roofline_model_file_bytes", "roofline_tensor_bytes")}
+BUILD_COMMIT_KEY = "build_commit"
+# llama-bench prints the build's short hash (LLAMA_BUILD_COMMIT, 7 hex digits at the pin).
+MIN_COMMIT_PREFIX = 7
+# An unstamped build (upstream's CMake without a git checkout: the upstream-default reference build).
+UNSTAMPED_COMMIT = "unknown"
+# Without the GGUF's own tensor sum (runs before it was logged), model_size must at least be most
+# of the file: a GGUF's header and alignment padding are a small fraction of its bytes.
+MIN_TENSOR_FRACTION = 0.5
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def binding_problems(tests: list[dict], cfg: dict[str, str], which: str, *, unstamped_ok: bool = False) -> list[str]:
+    """Why the bench's JSON is not of the run's model (which: "model" or "roofline") and the pinned
+    build: model_filename is the path the runner gave llama-bench, model_size the GGUF's tensor
+    bytes, build_commit a prefix of the pinned upstream commit. Empty where the configuration
+    predates these keys (older runs); bench_agreement() still holds those to one model."""
+    path_key, file_key, tensor_key = MODEL_KEYS[which]
+    if path_key not in cfg:
+        return []
+    path = cfg[path_key]
+    file_bytes, tensor_bytes = _int(cfg.get(file_key, "")), _int(cfg.get(tensor_key, ""))
+    pinned = cfg.get(BUILD_COMMIT_KEY, "").strip().lower()
+    out = []
+    if not pinned:
+        out.append("no pinned upstream commit in the build evidence: the benched build cannot be bound")
+    for t in tests:
+        what = f"test n_prompt={t.get('n_prompt')} n_gen={t.get('n_gen')}"
+        if str(t.get("model_filename", "")) != path:
+            out.append(f"{what}: model_filename {t.get('model_filename')!r} is not the run's model {path!r}")
+        size = _int(t.get("model_size", ""))
+        if tensor_bytes is not None and tensor_bytes > 0:
+            if size != tensor_bytes:
+                out.append(f"{what}: model_size {t.get('model_size')!r} is not the {tensor_bytes} B of tensors in {path}")
+        elif file_bytes is None or size is None or not MIN_TENSOR_FRACTION * file_bytes < size <= file_bytes:
+            out.append(f"{what}: model_size {t.get('model_size')!r} does not fit the {file_bytes} B model file {path}")
+        commit = str(t.get("build_commit", "")).strip().lower()
+        if unstamped_ok and commit == UNSTAMPED_COMMIT:
+            continue
+        if pinned and (len(commit) < MIN_COMMIT_PREFIX or not pinned.startswith(commit)):
+            out.append(f"{what}: build_commit {t.get('build_commit')!r} is not the pinned upstream commit {pinned[:12]}")
+    return out
+
+
+def bench_agreement(benches: dict[str, list[dict]]) -> list[str]:
+    """Benches compared with each other (the lane and its CPU lane, upstream or peer) ran one model:
+    the same model_filename and model_size in every test."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for label, tests in benches.items():
+        for t in tests:
+            seen.setdefault((str(t.get("model_filename", "")), str(t.get("model_size", ""))), []).append(label)
+    if len(seen) <= 1:
+        return []
+    models = "; ".join(f"{sorted(set(labels))}: {name!r} ({size} B)" for (name, size), labels in sorted(seen.items()))
+    return [f"the compared benches ran different models: {models}"]

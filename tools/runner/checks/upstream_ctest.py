@@ -10,8 +10,15 @@ never as a pass.
 
 Raw files, all digested: upstream_ctest.log (the step), upstream_ctest.ctest.log (ctest's own
 output), upstream_ctest.manifest.json (the bundle's manifest: tests, labels, exclusions with
-their reasons) and the CTest report (.pb and .json). recompute() and problems() re-derive the
-counts and the verdict from the raw ctest log and the manifest alone.
+their reasons, each test executable's sha256) and the CTest report (.pb and .json). recompute() and
+problems() re-derive the counts and the verdict from the raw ctest log, the manifest and the step's
+configuration (the lane spec's CTest targets and exclusions, each executable's sha256 as run).
+
+The suite must be the lane spec's: every test executable the spec names (lanes.bzl CTEST_TARGETS)
+runs in a test that passed, unless the spec excludes every test of it; a test that runs anything
+else (`/bin/echo ok`) is refused. The lane's build evidence lists the lane's own files, not the
+test executables, so their digests come from the bundle's manifest (written when the bundle is
+made from the lane's llama stage): the step checks bin/ against them before running and logs them.
 """
 
 from __future__ import annotations
@@ -88,6 +95,59 @@ def _spec_exclusions_problem(manifest: dict, excluded: dict[str, str]) -> str:
             f"{' ...' if len(differ) > 5 else ''}): a stale or foreign bundle; rebuild //lanes:<lane>_ctest")
 
 
+def spec_targets(spec_path: pathlib.Path, lane_id: str) -> list[str]:
+    """The test executables the lane spec's ctest entry names (lanes.bzl CTEST_TARGETS for the lane):
+    what the pinned tree registers as CTest tests in the lane's configuration. Empty when the spec
+    has none (or cannot be read)."""
+    try:
+        ctest = json.loads(pathlib.Path(spec_path).read_text())["lanes"][lane_id].get("ctest") or {}
+    except (OSError, ValueError, KeyError, AttributeError):
+        return []
+    targets = ctest.get("targets") if isinstance(ctest, dict) else None
+    return sorted(str(t) for t in targets) if isinstance(targets, list) else []
+
+
+def _suite_problems(config: dict[str, str], manifest: dict, report: ctest_pb.CTestReport) -> list[str]:
+    """The suite that ran is the lane spec's: every test executable the spec names ran in a test that
+    passed (or only in tests the spec excludes), every test that ran is one of those executables,
+    and each executable is the one whose digest the bundle recorded (the digests the step logged)."""
+    out: list[str] = []
+    targets = json.loads(config["spec_targets"])
+    digests = bundle_lib.binary_digests(manifest)
+    if digests is None:
+        out.append(f"{MANIFEST}: no 'binaries' digests: the test executables cannot be bound to the bundle")
+        digests = {}
+    logged = {k[len("test_binary."):]: v for k, v in config.items() if k.startswith("test_binary.")}
+    for name in sorted(set(logged) | set(digests)):
+        want = f"sha256:{digests[name]}" if name in digests else "(not in the manifest)"
+        if logged.get(name) != want:
+            out.append(f"test binary {name}: ran as {logged.get(name, '(not logged)')}, the bundle recorded {want}")
+    passed = {row.name for row in report.tests if row.status == ctest_pb.CTestReport.PASSED}
+    runs_in: dict[str, list[dict]] = {}
+    for t in manifest["tests"]:
+        exe = t["command"][0] if t.get("command") else ""
+        target = exe[len(bundle_lib.BIN) + 1:] if exe.startswith(bundle_lib.BIN + "/") else ""
+        runs_in.setdefault(target, []).append(t)
+        if t["excluded_reason"]:
+            continue
+        if target not in targets:
+            out.append(f"test {t['name']} runs {exe or '(no command)'!r}, not a test executable the lane spec names")
+        elif target not in digests:
+            out.append(f"test {t['name']} runs {target}, which the bundle's binaries do not list")
+    missing = []
+    for target in targets:
+        tests = runs_in.get(target, [])
+        if any(not t["excluded_reason"] and t["name"] in passed for t in tests):
+            continue
+        if tests and all(t["excluded_reason"] for t in tests):
+            continue  # every test of it is excluded by the spec, with its reason
+        missing.append(target)
+    if missing:
+        out.append(f"{len(missing)} test executable(s) the lane spec names ran in no passed test: "
+                   f"{', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}")
+    return out
+
+
 def _figures(report: ctest_pb.CTestReport) -> tuple[dict[str, int], dict[str, float]]:
     t = report.totals
     counts = {"tests_registered": t.total, "tests_passed": t.passed, "tests_failed": t.failed,
@@ -108,10 +168,15 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
 
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """The verdict from the raw files: every test the spec does not exclude ran and passed, ctest
-    exited 0, the bundle is the lane's, and the kept CTest report says what the raw log says."""
+    exited 0, the bundle is the lane's, the suite is the lane spec's (every test executable it names
+    ran and passed, each with the digest the bundle recorded), and the kept CTest report says what
+    the raw log says."""
     step_log, manifest, ctest_text = _read_raw(logs_dir)
     config, out = _config(logs_dir, step_log)
-    out += list(ctest_run.build_report(manifest, ctest_text, CTEST_LOG).problems)
+    built = ctest_run.build_report(manifest, ctest_text, CTEST_LOG)
+    out += list(built.problems)
+    if "spec_targets" in config:  # logged since the runner binds the suite to the spec (issue 23)
+        out += _suite_problems(config, manifest, built)
     if not config.get("lane") or config.get("lane") != manifest["lane_id"]:
         out.append(f"the bundle is for {manifest['lane_id']!r}, the run for {config.get('lane')!r}")
     if config.get("ctest_exit") != "0":
@@ -167,7 +232,14 @@ def run_upstream_ctest(ctx: RunContext, step: Step, report: rpb.RunnerReport | N
                          f"pass bazel-bin/lanes/{ctx.lane.alias}_ctest")
     if problem := _spec_exclusions_problem(manifest, ctx.lane.ctest_excluded):
         return CR.FAIL, f"{bundle}: {problem.replace('<lane>', ctx.lane.alias)}"
+    targets = spec_targets(cfg.spec, ctx.lane.lane_id)
+    if not targets:
+        return CR.FAIL, (f"the lane spec {cfg.spec} names no CTest targets for {ctx.lane.lane_id}: nothing says which "
+                         "tests must run")
+    if found := bundle_lib.binary_problems(bundle, manifest):
+        return CR.FAIL, f"{bundle}: the test executables are not the bundle's: " + "; ".join(found[:5])
     step.config("lane", f"{ctx.lane.lane_id}")
+    step.config("spec_targets", json.dumps(targets))
     step.config("spec_excluded", f"{json.dumps(ctx.lane.ctest_excluded, sort_keys=True)}")
     step.config("bundle", f"{bundle}")
     step.config("manifest_sha256", f"{sha256_file(bundle / 'manifest.json')}")
