@@ -129,6 +129,17 @@ def test_recompute_rejects_another_model(tmp_path, real, model) -> None:
 
 # ---- it can fail ----
 
+def test_a_run_on_another_prompt_than_this_runs_fails(real, model) -> None:
+    """A replay of an earlier run's log: its tokens are not this run's fresh prompt's."""
+    _, _, _, config = oo.evaluate_log(real, model)
+    tokens = oo_log.parse_runs(real)[0].tokens
+    counts, metrics, _, same = oo.evaluate_log(real, model, dict(config, expected_tokens=",".join(map(str, tokens))))
+    assert oo.judge(counts, metrics, same) == []
+    counts, metrics, _, other = oo.evaluate_log(real, model, dict(config, expected_tokens="1,2,3"))
+    found = oo.judge(counts, metrics, other)
+    assert any("input tokens are not this run's prompt" in p for p in found), found
+
+
 def test_one_perturbed_value_fails_its_op(real, model) -> None:
     # Qcur-0 after RoPE, first printed value off by 0.01 (a wrong rotation would be far larger).
     start, _ = _node_block(real, "Qcur-0", "ROPE")

@@ -50,6 +50,7 @@ import pathlib
 from proto import runner_report_pb2 as rpb
 from tools.core.digest import sha256_file
 from tools.model import reference_forward as rf
+from tools.model import spm_tokenizer
 from tools.runner import exits, log_blocks
 from tools.runner.checks.base import Check
 from tools.runner.checks.op_oracle_graph import PRINT_ROUNDING, TOLERANCES, NodeResult, evaluate_run
@@ -122,6 +123,9 @@ def evaluate_log(text: str, model_path: pathlib.Path | None = None, config: dict
         if run.exit_code != 0:
             counts["runs_failed"] += 1
         counts[f"tokens.fa_{run.flash_attn}"] = len(run.tokens)
+        if "expected_tokens" in config:  # the run's fresh prompt, tokenized without the lane
+            expected = [int(t) for t in config["expected_tokens"].split(",") if t]
+            counts[f"tokens.fa_{run.flash_attn}.match_vocabulary"] = int(run.tokens == expected)
         if run.tokens and run.nodes:
             results.extend(evaluate_run(run, model, tolerances))
     metrics: dict[str, float] = {}
@@ -181,6 +185,9 @@ def judge(counts: dict[str, int], metrics: dict[str, float], config: dict[str, s
     for mode in fa_modes:
         if counts[f"tokens.fa_{mode}"] == 0:
             problems.append(f"the -fa {mode} run lists no input tokens")
+        elif counts.get(f"tokens.fa_{mode}.match_vocabulary") == 0:
+            problems.append(f"the -fa {mode} run's input tokens are not this run's prompt as the model's vocabulary "
+                            "tokenizes it (a replay of another prompt?)")
     if counts.get("nodes_unresolved"):
         problems.append(f"{counts['nodes_unresolved']} compute node(s) without a reference")
     for op in [o for o in config.get("required_ops", "").split(",") if o]:
@@ -268,6 +275,11 @@ def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[in
     step.config("graph_ops", f"{','.join(graph_ops)}")
     step.config("required_ops", f"{','.join(required)}")
     step.config("absent_ops", f"{','.join(absent_ops(cfg.spec, ctx.lane.lane_id))}")
+    try:
+        expected = spm_tokenizer.from_gguf(cfg.model).encode(cfg.parity_prompt)
+    except (spm_tokenizer.TokenizerError, ValueError) as err:
+        return CR.FAIL, f"cannot tokenize the prompt independently of the lane: {err}"
+    step.config("expected_tokens", ",".join(str(t) for t in expected))
     for op, (atol, rtol) in sorted(TOLERANCES.items()):
         step.config(f"tol.{op}", f"{atol!r},{rtol!r}")
     threads = min(cfg.threads, 4)  # fixed, small: the tiny model needs no more
