@@ -21,6 +21,7 @@ spec that cannot be read) is a named finding, never a pass and never left out.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import numbers
 import os
@@ -225,6 +226,8 @@ def _digested_copy(run_dir: pathlib.Path, verified: dict[str, rpb.LogDigest], de
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(run_dir / rel, target)
     (dest / "logs").mkdir(exist_ok=True)
+    if (run_dir / BUILD_EVIDENCE_PB).is_file():  # bound by report.build_evidence_digest (_check_twins)
+        shutil.copyfile(run_dir / BUILD_EVIDENCE_PB, dest / BUILD_EVIDENCE_PB)
     return dest / "logs"
 
 
@@ -242,7 +245,8 @@ def _scrub(err: BaseException, logs_dir: pathlib.Path) -> str:
     return f"{type(err).__name__}: {err}".replace(str(logs_dir.parent) + os.sep, "")
 
 
-def _check_verdict(check: rpb.CheckResult, logs_dir: pathlib.Path, result: AuditResult, verdicts: Verdicts) -> None:
+def _check_verdict(check: rpb.CheckResult, logs_dir: pathlib.Path, result: AuditResult, verdicts: Verdicts,
+                   lane: lane_spec.Lane | None = None) -> None:
     """A PASS or FAIL must be what the raw files say: admission trusts these statuses."""
     if check.status not in (rpb.CheckResult.PASS, rpb.CheckResult.FAIL):
         return
@@ -256,7 +260,10 @@ def _check_verdict(check: rpb.CheckResult, logs_dir: pathlib.Path, result: Audit
         result.findings.append(Finding("verdict", check.name, detail=f"verdict not derivable: {why}"))
         return
     try:
-        problems = fn(logs_dir)
+        # The lane spec's entry, for a check that judges raw files of runs made before its step config
+        # recorded what it judges them against (problems(logs_dir, lane=...)).
+        takes_lane = "lane" in inspect.signature(fn).parameters
+        problems = fn(logs_dir, lane=lane) if takes_lane else fn(logs_dir)
     except Exception as err:  # a verdict that cannot be derived verifies nothing
         result.findings.append(Finding("verdict", check.name, detail=f"verdict not derivable: {_scrub(err, logs_dir)}"))
         return
@@ -303,13 +310,12 @@ def _required(report: rpb.RunnerReport, spec: pathlib.Path | None, policy: pathl
     named = [c.name for c in report.checks]
     for name in sorted({n for n in named if named.count(n) > 1}):
         result.findings.append(Finding("report", name, detail="check reported more than once"))
-    for name in [n for n in checks.names() if n not in named]:
-        result.findings.append(Finding("required", name, detail="not in the report (the runner reports every check of the registry)"))
     for name in [n for n in dict.fromkeys(named) if checks.get(n) is None]:
         result.findings.append(Finding("report", name, detail="not a check of the registry"))
     reported = {c.name for c in report.checks if c.required}
     spec = spec if spec is not None else _default_spec_path()
     if spec is None:
+        result.findings += [Finding("required", n, detail="not in the report") for n in checks.names() if n not in named]
         result.findings.append(Finding("required", "lane spec", detail=f"no lane spec to derive which checks {report.lane_id} "
                                        "requires (pass --spec, or set LANES_SPEC)"))
         return reported | set(checks.names()), None
@@ -317,6 +323,7 @@ def _required(report: rpb.RunnerReport, spec: pathlib.Path | None, policy: pathl
         lane = lane_spec.load_lane(spec, report.lane_id)
     except lane_spec.LaneSpecError as err:
         result.findings.append(Finding("required", "lane spec", detail=f"cannot derive which checks are required: {err}"))
+        result.findings += [Finding("required", n, detail="not in the report") for n in checks.names() if n not in named]
         return reported | set(checks.names()), None
     policy_required: list[str] = []
     if policy is not None:
@@ -329,7 +336,7 @@ def _required(report: rpb.RunnerReport, spec: pathlib.Path | None, policy: pathl
         if c.name in why and not c.required:
             result.findings.append(Finding("required", c.name, detail=f"the report marks it not required; {why[c.name]} "
                                            f"requires it (status {rpb.CheckResult.Status.Name(c.status)})"))
-    for name in [n for n in why if n not in named and checks.get(n) is None]:
+    for name in [n for n in why if n not in named]:
         result.findings.append(Finding("required", name, detail=f"required by {why[name]}, not in the report"))
     # A check the runner itself required stays required (stricter, never looser).
     return set(why) | reported, lane
@@ -359,11 +366,12 @@ def _check_report_verdict(report: rpb.RunnerReport, required: set[str], result: 
 
 
 def _check_figures(run_dir: pathlib.Path, report: rpb.RunnerReport, logs_dir: pathlib.Path,
-                   result: AuditResult, loader: Callable[[str], Recompute | None], verdicts: Verdicts) -> None:
+                   result: AuditResult, loader: Callable[[str], Recompute | None], verdicts: Verdicts,
+                   lane: lane_spec.Lane | None = None) -> None:
     for check in report.checks:
         n_figures = len(check.counts) + len(check.metrics)
         result.figures_in_report += n_figures
-        _check_verdict(check, logs_dir, result, verdicts)
+        _check_verdict(check, logs_dir, result, verdicts, lane)
         if (check.status in (rpb.CheckResult.SKIPPED, rpb.CheckResult.UNAVAILABLE)
                 and not check.counts and not check.metrics):
             continue  # nothing was claimed, so nothing to re-derive
@@ -446,24 +454,27 @@ def _check_run_facts(run_dir: pathlib.Path, report: rpb.RunnerReport, logs_dir: 
     if list(report.artifacts) != found:
         result.findings.append(Finding("artifacts", "report.artifacts", detail=f"report lists {len(report.artifacts)} "
                                        f"artifact(s), artifact_integrity.log hashed {len(found)}, or their sha256 differ"))
-    config = log_blocks.step_config(logs_dir, artifact_integrity.STEP) if (logs_dir / "artifact_integrity.log").is_file() else {}
-    if not config:
-        return
+    if not (logs_dir / f"{artifact_integrity.STEP}.log").is_file():
+        return  # the step did not run (the report's status says so; its artifacts were compared above)
     ev_path = run_dir / BUILD_EVIDENCE_PB
     try:
         ev = build_evidence_pb2.BuildEvidence.FromString(ev_path.read_bytes())
     except Exception as err:  # OSError, DecodeError: reported by _check_twins too, named here for the binding
-        result.findings.append(Finding("artifacts", "artifact_integrity", detail=f"cannot check its bindings: {err}"))
+        result.findings.append(Finding("artifacts", artifact_integrity.STEP, detail=f"cannot check its bindings: {err}"))
         return
+    # The values the step judged against (runs made before its config held them: none to compare).
+    config = log_blocks.step_config(logs_dir, artifact_integrity.STEP)
     want = {"build_evidence_digest": report.build_evidence_digest, "upstream_commit": ev.upstream.commit,
             "patch_stack_digest": ev.patch_stack_digest, "lane_id": report.lane_id}
     for key, value in want.items():
-        if config.get(key) != value:
-            result.findings.append(Finding("artifacts", "artifact_integrity", detail=f"step config {key} "
-                                           f"{config.get(key)!r}, the run's build evidence/report give {value!r}"))
+        if key in config and config[key] != value:
+            result.findings.append(Finding("artifacts", artifact_integrity.STEP, detail=f"step config {key} "
+                                           f"{config[key]!r}, the run's build evidence/report give {value!r}"))
+    if ev.lane_id != report.lane_id:
+        result.findings.append(Finding("artifacts", BUILD_EVIDENCE_PB, detail=f"is for lane {ev.lane_id}, the report for {report.lane_id}"))
     listed, _ = artifact_integrity.logged_hashes(logs_dir)
     if listed != {a.path: a.sha256 for a in ev.artifacts}:
-        result.findings.append(Finding("artifacts", "artifact_integrity", detail="the `evidence` hashes in its log are "
+        result.findings.append(Finding("artifacts", artifact_integrity.STEP, detail="the `evidence` hashes in its log are "
                                        f"not {BUILD_EVIDENCE_PB}'s artifacts"))
     for field, value in (("upstream_commit", ev.upstream.commit), ("patch_stack_digest", ev.patch_stack_digest)):
         if getattr(report, field) != value:
@@ -520,13 +531,14 @@ def audit_run(run_dir: pathlib.Path, *, loader: Callable[[str], Recompute | None
     with tempfile.TemporaryDirectory(prefix="lanes-audit-") as tmp:
         # Recompute sees a copy of the verified digested files only.
         logs_dir = _digested_copy(run_dir, verified, pathlib.Path(tmp))
-        _check_figures(run_dir, report, logs_dir, result, loader, verdicts)
         if whole_run:
             required, lane = _required(report, spec, policy, result)
+        else:
+            required, lane = {c.name for c in report.checks if c.required}, None
+        _check_figures(run_dir, report, logs_dir, result, loader, verdicts, lane)
+        if whole_run:
             _check_raw_files(report, verified, logs_dir, result)
             _check_run_facts(run_dir, report, logs_dir, lane, result)
-        else:
-            required = {c.name for c in report.checks if c.required}
     _check_report_verdict(report, required, result)
     _check_readme(run_dir, result, require_readme)
     return result

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pathlib
 import re
 
+from proto import build_evidence_pb2
 from proto import runner_report_pb2 as rpb
 from tools.core.digest import sha256_file
 from tools.evidence import build_evidence
@@ -55,8 +56,6 @@ _HASH_LINE = re.compile(r"^(evidence|found) (\S+) sha256=(\S*)$", re.MULTILINE)
 
 
 STEP = "artifact_integrity"
-# What problems() needs beside the log: the run's bindings, from the runner-owned step config.
-CONFIG_KEYS = ("lane_id", "upstream_commit", "patch_stack_digest", "build_evidence_digest")
 
 
 def logged_hashes(logs_dir: pathlib.Path) -> tuple[dict[str, str], dict[str, str]]:
@@ -83,15 +82,27 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return {"artifacts_checked": len(listed), "artifacts_mismatched": mismatched}, {}
 
 
-def problems(logs_dir: pathlib.Path) -> list[str]:
+def evidence_beside(logs_dir: pathlib.Path) -> build_evidence_pb2.BuildEvidence | None:
+    """The run's build evidence (<run dir>/build_evidence.pb, bound by the report's digest), if there."""
+    try:
+        return build_evidence_pb2.BuildEvidence.FromString((pathlib.Path(logs_dir).parent / "build_evidence.pb").read_bytes())
+    except Exception:  # OSError, DecodeError: the caller names what it lacks
+        return None
+
+
+def problems(logs_dir: pathlib.Path, lane: object = None) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the logged hashes of both sides, and the
     logged `--version` output against the bindings in the step config (the audit checks those
-    against the run's build evidence)."""
+    against the run's build evidence; runs made before the config held them: that evidence)."""
     logs_dir = pathlib.Path(logs_dir)
     config = log_blocks.step_config(logs_dir, STEP)
-    missing = [k for k in CONFIG_KEYS if not config.get(k)]
-    if missing:
-        return [f"{STEP}.config.json lacks {', '.join(missing)}: the verdict cannot be re-derived"]
+    bindings = {k: config.get(k, "") for k in ("lane_id", "upstream_commit", "patch_stack_digest")}
+    if not all(bindings.values()):
+        ev = evidence_beside(logs_dir)
+        if ev is None:
+            return [f"{STEP}.config.json lacks {', '.join(k for k, v in bindings.items() if not v)} and no "
+                    "build_evidence.pb is beside the logs: the verdict cannot be re-derived"]
+        bindings = {"lane_id": ev.lane_id, "upstream_commit": ev.upstream.commit, "patch_stack_digest": ev.patch_stack_digest}
     listed, found = logged_hashes(logs_dir)
     out = [] if listed else ["the evidence lists no artifacts"]
     for path, sha in listed.items():
@@ -107,7 +118,7 @@ def problems(logs_dir: pathlib.Path) -> list[str]:
     res = version[-1]
     if res.exit_code != 0:
         out.append(f"llama-completion --version exited {exits.describe(res.exit_code)}")
-    return out + version_problems(res.output, config["lane_id"], config["upstream_commit"], config["patch_stack_digest"])
+    return out + version_problems(res.output, bindings["lane_id"], bindings["upstream_commit"], bindings["patch_stack_digest"])
 
 
 def run_artifact_integrity(ctx: RunContext, step: Step, report: rpb.RunnerReport) -> tuple[int, str]:

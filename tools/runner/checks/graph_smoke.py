@@ -94,15 +94,20 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return counts, metrics
 
 
-def problems(logs_dir: pathlib.Path) -> list[str]:
+def problems(logs_dir: pathlib.Path, lane: object = None) -> list[str]:
     """Why the raw files fail this check (empty = PASS), judged as run_graph_smoke judges each run:
-    the last run of every configured KV type, against the lane spec's log_evidence in the step config."""
+    the last run of every configured KV type, against the lane spec's log_evidence in the step config
+    (runs made before the config held them: the `## kv cache type` lines and `lane`, the spec's entry)."""
     config = log_blocks.step_config(pathlib.Path(logs_dir), STEP)
+    runner = log_blocks.runner_lines(log_blocks.read(pathlib.Path(logs_dir) / f"{STEP}.log"))
     try:
-        kv_types = [k for k in config["kv_types"].split(",") if k]
-        evidence = json.loads(config["log_evidence"])
-    except (KeyError, ValueError) as err:
-        return [f"{STEP}.config.json lacks a readable kv_types/log_evidence ({err}): the verdict cannot be re-derived"]
+        kv_types = ([k for k in config["kv_types"].split(",") if k] if "kv_types" in config
+                    else re.findall(r"^## kv cache type (\S+)$", runner, re.MULTILINE))
+        evidence = (json.loads(config["log_evidence"]) if "log_evidence" in config
+                    else list(getattr(lane, "log_evidence")))
+    except (AttributeError, TypeError, ValueError) as err:
+        return [f"{STEP}.config.json lacks a readable kv_types/log_evidence and no lane spec entry gives them "
+                f"({err}): the verdict cannot be re-derived"]
     out = [] if evidence else ["the lane spec gives no log_evidence"]
     if not kv_types:
         out.append("no KV cache type configured")

@@ -158,24 +158,32 @@ def model_from_logs(logs_dir: pathlib.Path) -> tuple[str, int] | None:
     return (found[-1][1], int(found[-1][0])) if found else None
 
 
-def problems(logs_dir: pathlib.Path) -> list[str]:
+def problems(logs_dir: pathlib.Path, lane: object = None) -> list[str]:
     """Why the raw files fail preflight (empty = PASS): a refusal it recorded, or a PASS path it did
-    not complete (device class, evidence of this lane, the model inspected)."""
+    not complete (device class, evidence of this lane, the model inspected). Runs made before the
+    step config held lane_id/backend: `lane` (the spec's entry) and the run's build_evidence.pb."""
     config = log_blocks.step_config(pathlib.Path(logs_dir), "preflight")
-    if not config.get("lane_id") or not config.get("backend"):
-        return ["preflight.config.json lacks lane_id/backend: the verdict cannot be re-derived"]
+    lane_id = config.get("lane_id") or getattr(lane, "lane_id", "")
+    backend = config.get("backend") or getattr(lane, "backend", "")
+    if not lane_id or not backend:
+        return ["preflight.config.json lacks lane_id/backend and no lane spec entry gives them: the verdict cannot be re-derived"]
     if config.get("refused"):
         return [config["refused"]]
     out = []
     dc = device_class_from_logs(logs_dir)
     if dc is None:
         out.append("preflight logged no readable device class")
-    elif dc.backend != config["backend"]:
-        out.append(f"device class backend {dc.backend!r} is not the lane's {config['backend']!r}")
-    if config.get("evidence_lane_id") != config["lane_id"]:
-        out.append(f"build evidence is for lane {config.get('evidence_lane_id') or '(none read)'}, not {config['lane_id']}")
+    elif dc.backend != backend:
+        out.append(f"device class backend {dc.backend!r} is not the lane's {backend!r}")
+    evidence_lane = config.get("evidence_lane_id")
+    if evidence_lane is None:
+        from tools.runner.checks import artifact_integrity  # the run's bound build evidence
+        ev = artifact_integrity.evidence_beside(logs_dir)
+        evidence_lane = ev.lane_id if ev is not None else ""
+    if evidence_lane != lane_id:
+        out.append(f"build evidence is for lane {evidence_lane or '(none read)'}, not {lane_id}")
     model = model_from_logs(logs_dir)
-    if model is None or model[0] != config.get("model_sha256"):
+    if model is None or model[0] != config.get("model_sha256", model[0]):
         out.append("preflight did not inspect the model (no `model:` line matching the step config)")
     return out
 
