@@ -93,6 +93,8 @@ def raw_file_deleted_with_digest(tmp: pathlib.Path) -> Refusal:
             kept = [d for d in logs if d.path != name]
             del logs[:]
             logs.extend(kept)
+        # What the deleted server log would have contradicted.
+        next(c for c in report.checks if c.name == "cancellation").status = CR.PASS
 
     synthetic_run.rewrite_report(run_dir, edit)
     result = audit.audit_run(run_dir, require_readme=False, spec=fake_lane.SPEC)
