@@ -48,6 +48,7 @@ def certified(tmp_path_factory):
                                    required_checks=list(CHECKS), max_record_age_days=30,
                                    supported_record_schema_versions=sorted(schema_versions.CERTIFICATION.known()),
                                    speed_floors=[("linux-x86_64-cpu", "speed.tg_tokens_per_s", 1.0)])
+    shutil.copyfile(EVIDENCE, tmp / "run" / "build_evidence.pb")  # certify audits the run dir, evidence included
     record = certify.certify_report(tmp / "run" / "runner_report.pb", key.private_key, policy, tmp / "records", 30)
     return report, record, policy, tmp
 
