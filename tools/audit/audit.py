@@ -26,9 +26,10 @@ import math
 import numbers
 import os
 import pathlib
+import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from google.protobuf import json_format
 
@@ -36,7 +37,6 @@ from proto import build_evidence_pb2
 from proto import runner_report_pb2 as rpb
 from tools.core.digest import sha256_file
 from tools.evidence import run_readme
-from tools.policy import policy as policy_lib
 from tools.runner import checks, lane_spec, log_blocks
 from tools.runner import recipe as recipe_lib
 from tools.runner.checks import artifact_integrity, preflight
@@ -85,7 +85,7 @@ class AuditResult:
     def summary(self) -> str:
         lines = [f"audit {self.run_dir}"]
         lines += [f"  {f}" for f in self.findings]
-        unverified = (f"; NOT VERIFIED (recompute did not run, see the findings): "
+        unverified = ("; NOT VERIFIED (recompute did not run, see the findings): "
                       + ", ".join(f"{c} ({n} figure(s))" for c, n in self.figures_unverified.items())
                       if self.figures_unverified else "")
         lines.append(f"figures recomputed: {self.figures_recomputed} of {self.figures_in_report} in the report "
@@ -303,7 +303,7 @@ def _default_spec_path() -> pathlib.Path | None:
     return next((pathlib.Path(c) for c in candidates if c and pathlib.Path(c).is_file()), None)
 
 
-def _required(report: rpb.RunnerReport, spec: pathlib.Path | None, policy: pathlib.Path | None,
+def _required(report: rpb.RunnerReport, spec: pathlib.Path | None, policy_required: Collection[str],
               result: AuditResult) -> tuple[set[str], lane_spec.Lane | None]:
     """The checks this report's lane requires, from the spec and policy; findings where the report
     marks one of them not required, lists a check twice, lacks one, or names one the registry lacks."""
@@ -325,13 +325,7 @@ def _required(report: rpb.RunnerReport, spec: pathlib.Path | None, policy: pathl
         result.findings.append(Finding("required", "lane spec", detail=f"cannot derive which checks are required: {err}"))
         result.findings += [Finding("required", n, detail="not in the report") for n in checks.names() if n not in named]
         return reported | set(checks.names()), None
-    policy_required: list[str] = []
-    if policy is not None:
-        try:
-            policy_required = policy_lib.required_checks_for(policy_lib.load_policy(policy), lane.lane_id)
-        except Exception as err:  # PolicyError, TrustError, OSError: the policy cannot be read
-            result.findings.append(Finding("required", str(policy), detail=f"policy unreadable: {err}"))
-    why = required_checks(lane, policy_required)
+    why = required_checks(lane, list(policy_required))
     for c in report.checks:
         if c.name in why and not c.required:
             result.findings.append(Finding("required", c.name, detail=f"the report marks it not required; {why[c.name]} "
@@ -410,8 +404,6 @@ def _check_raw_files(report: rpb.RunnerReport, verified: dict[str, rpb.LogDigest
     """Every raw file a step declares is digested (and so present): its .log and .exit wherever it
     ran or claims a result, and, for a PASS, every file its log names. A raw file deleted together with its digest
     is found here, not read as empty."""
-    import re
-
     digested = {pathlib.PurePosixPath(p).name for p in verified if pathlib.PurePosixPath(p).parent.name == "logs"}
     for c in report.checks:
         ran = bool(c.logs) or c.status == rpb.CheckResult.PASS or bool(c.counts) or bool(c.metrics)
@@ -506,12 +498,13 @@ def _check_readme(run_dir: pathlib.Path, result: AuditResult, require_readme: bo
 
 def audit_run(run_dir: pathlib.Path, *, loader: Callable[[str], Recompute | None] = _default_loader,
               require_readme: bool = True, verdicts: Verdicts | None = None,
-              spec: pathlib.Path | None = None, policy: pathlib.Path | None = None,
+              spec: pathlib.Path | None = None, policy_required: Collection[str] = (),
               whole_run: bool = True) -> AuditResult:
     """Audits one run directory; result.findings is empty only when everything re-derives.
 
     spec: the lane spec that says which checks the lane requires (default: _default_spec_path());
-    policy: the admission policy whose required checks are required too. whole_run=False audits only
+    policy_required: the admission policy's required checks for the report's lane, required too
+    (certify passes them: the policy is read above this stage, tools/policy). whole_run=False audits only
     the checks the report lists (digests, figures, verdicts): unit tests of those parts over partial
     synthetic runs; certify and the CLI always audit the whole run.
     """
@@ -532,7 +525,7 @@ def audit_run(run_dir: pathlib.Path, *, loader: Callable[[str], Recompute | None
         # Recompute sees a copy of the verified digested files only.
         logs_dir = _digested_copy(run_dir, verified, pathlib.Path(tmp))
         if whole_run:
-            required, lane = _required(report, spec, policy, result)
+            required, lane = _required(report, spec, policy_required, result)
         else:
             required, lane = {c.name for c in report.checks if c.required}, None
         _check_figures(run_dir, report, logs_dir, result, loader, verdicts, lane)

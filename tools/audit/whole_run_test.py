@@ -87,10 +87,7 @@ def test_required_comes_from_the_spec_and_the_policy(run, tmp_path):
     (found,) = _findings(_audit(run), "required", "op_oracle")
     assert found.detail == "the report marks it not required; the lane spec (linux-x86_64-cpu) requires it (status FAIL)"
     # The policy adds its own: cpu_variants (not applicable on this lane by the spec) required by it.
-    policy = tmp_path / "policy.json"
-    policy.write_text(json.dumps({"schema_version": 1, "policy_id": "p", "required_checks": ["preflight"],
-                                  "lane_required_checks": [{"lane_id": "linux-x86_64-cpu", "check": "cpu_variants"}]}))
-    result = _audit(run, policy=policy)
+    result = _audit(run, policy_required=["preflight", "cpu_variants"])
     assert any("the policy's required checks" in f.detail for f in _findings(result, "required", "cpu_variants")), \
         result.summary()
 

@@ -45,8 +45,13 @@ def require_audited(run_dir: pathlib.Path, policy_path: pathlib.Path | str,
                     spec_path: pathlib.Path | str | None = None) -> audit.AuditResult:
     """The audit of run_dir (every digest, figure and verdict re-derived; `required` from the lane
     spec and the policy); AuditFailedError naming the run dir and its first findings unless it passes."""
+    try:
+        lane_id = runner_report_pb2.RunnerReport.FromString((pathlib.Path(run_dir) / audit.REPORT_PB).read_bytes()).lane_id
+    except Exception:  # OSError, DecodeError: the audit names it
+        lane_id = ""
+    policy_required = policy_lib.required_checks_for(policy_lib.load_policy(policy_path), lane_id)
     result = audit.audit_run(run_dir, require_readme=False, spec=pathlib.Path(spec_path) if spec_path else None,
-                             policy=pathlib.Path(policy_path))
+                             policy_required=policy_required)
     if not result.ok:
         ordered = sorted(result.findings, key=lambda f: _FIRST.index(f.kind) if f.kind in _FIRST else len(_FIRST))
         first = "; ".join(str(f) for f in ordered[:QUOTED_FINDINGS])

@@ -156,7 +156,7 @@ def test_certify_report_end_to_end(tmp_path, audit_passes):
     report_path = _run_dir_report(tmp_path, sample_reports.make_report("linux-x86_64-cuda"))
     path = certify.certify_report(report_path, files.private_key, policy_path, tmp_path / "records", 30, now=NOW)
     # The run dir was audited against the policy it is signed under.
-    assert [(d, kw["policy"]) for d, kw in audit_passes] == [(tmp_path / "run", policy_path)]
+    assert [(d, kw["policy_required"]) for d, kw in audit_passes] == [(tmp_path / "run", list(sample_reports.REQUIRED_CHECKS))]
     assert path.name == "linux-x86_64-cuda.cuda-nvidia-h200-9.0-580.record.dsse.json"
     rec = certify.verify(path, policy_path, now=NOW + dt.timedelta(hours=1))
     assert rec.scope.lane_id == "linux-x86_64-cuda" and rec.policy_id == "test-policy"
