@@ -395,6 +395,7 @@ def _check_figures(run_dir: pathlib.Path, report: rpb.RunnerReport, logs_dir: pa
         _compare(check.name, "metrics", dict(check.metrics), dict(metrics), result)
 
 
+_EXIT_FILE = re.compile(r"^[01] (?P<status>PASS|FAIL|SKIPPED|UNAVAILABLE)\n?$")
 # Files a step log names as its commands' own output (annotations) or in the runner's own lines.
 _NAMED_FILE = r"\b{step}\.[\w+-]+(?:\.[\w+-]+)*\.(?:json|jsonl|log|npz|txt)\b"
 
@@ -402,7 +403,7 @@ _NAMED_FILE = r"\b{step}\.[\w+-]+(?:\.[\w+-]+)*\.(?:json|jsonl|log|npz|txt)\b"
 def _check_raw_files(report: rpb.RunnerReport, verified: dict[str, rpb.LogDigest], logs_dir: pathlib.Path,
                      result: AuditResult) -> None:
     """Every raw file a step declares is digested (and so present): its .log and .exit wherever it
-    ran or claims a result, and, for a PASS, every file its log names. A raw file deleted together with its digest
+    ran or claims a result, and, for a PASS, every file its log names; its .exit says its status. A raw file deleted together with its digest
     is found here, not read as empty."""
     digested = {pathlib.PurePosixPath(p).name for p in verified if pathlib.PurePosixPath(p).parent.name == "logs"}
     for c in report.checks:
@@ -419,6 +420,16 @@ def _check_raw_files(report: rpb.RunnerReport, verified: dict[str, rpb.LogDigest
             if name not in digested:
                 result.findings.append(Finding("raw-file", c.name, detail=f"logs/{name} is a raw file of this step "
                                                "but the report digests no such file (missing, or deleted with its digest)"))
+        # The step's exit file is the status the runner wrote when the step finished.
+        exit_file = logs_dir / f"{c.name}.exit"
+        if f"{c.name}.exit" in digested:
+            m = _EXIT_FILE.match(exit_file.read_text(errors="replace"))
+            said = rpb.CheckResult.Status.Name(c.status)
+            if m is None:
+                result.findings.append(Finding("raw-file", c.name, detail=f"logs/{c.name}.exit is not `<0|1> <STATUS>`"))
+            elif m["status"] != said:
+                result.findings.append(Finding("raw-file", c.name, detail=f"logs/{c.name}.exit says {m['status']}, "
+                                               f"the report {said}"))
 
 
 def _check_run_facts(run_dir: pathlib.Path, report: rpb.RunnerReport, logs_dir: pathlib.Path,

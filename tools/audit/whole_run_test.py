@@ -75,8 +75,10 @@ def test_fail_edited_to_pass_is_named(run):
     def edit(r):
         _check(r, "graph_smoke").status = CR.PASS
     synthetic_run.rewrite_report(run, edit)
-    (found,) = _findings(_audit(run), "verdict", "graph_smoke")
+    result = _audit(run)
+    (found,) = _findings(result, "verdict", "graph_smoke")
     assert "report says PASS, the raw files say FAIL (f16: backend log lacks" in found.detail
+    assert [f.detail for f in _findings(result, "raw-file", "graph_smoke")] == ["logs/graph_smoke.exit says FAIL, the report PASS"]
 
 
 def test_required_comes_from_the_spec_and_the_policy(run, tmp_path):
