@@ -49,6 +49,7 @@ def certified(tmp_path_factory):
                                    speed_floors=[("linux-x86_64-cpu", "speed.tg_tokens_per_s", 1.0)])
     # The run is bound to the policy it is signed under (a run without one is not recordable).
     report = runner.run(_config(tmp / "run", ctest_bundle=CTEST_BUNDLE, policy=policy))
+    shutil.copyfile(EVIDENCE, tmp / "run" / "build_evidence.pb")  # certify audits the run dir, evidence included
     record = certify.certify_report(tmp / "run" / "runner_report.pb", key.private_key, policy, tmp / "records", 30)
     return report, record, policy, tmp
 

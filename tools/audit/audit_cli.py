@@ -16,6 +16,9 @@ from tools.audit import audit
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string("model", [], "Model files a recompute may need (found by sha256), e.g. the embedded model "
                           "bazel-bin/tools/model/tiny_llama_f32.gguf for a CPU run's op_oracle.")
+flags.DEFINE_string("spec", "", "The lane spec the required checks are derived from (default: lanes/spec.json in the "
+                    "runfiles, $LANES_SPEC, the workspace's bazel-bin/lanes/spec.json). The policy's required "
+                    "checks are added by certify, which runs this audit before it signs.")
 flags.DEFINE_bool("require_readme", True, "A run without a generated README.md is a finding (off for runs not yet published).")
 
 
@@ -35,7 +38,8 @@ def main(argv: list[str]) -> int:
             [str(_resolve(m)) for m in FLAGS.model] + [os.environ.get(op_oracle.MODELS_ENV, "")])
     failed = 0
     for arg in argv[1:]:
-        result = audit.audit_run(_resolve(arg), require_readme=FLAGS.require_readme)
+        result = audit.audit_run(_resolve(arg), require_readme=FLAGS.require_readme,
+                                 spec=_resolve(FLAGS.spec) if FLAGS.spec else None)
         print(result.summary(), flush=True)
         failed += not result.ok
     return 1 if failed else 0

@@ -11,7 +11,9 @@ from tools.audit import audit, synthetic_run
 
 
 def _audit(run_dir, **kw):
-    return audit.audit_run(run_dir, loader=synthetic_run.loader, **kw)
+    # The synthetic run holds two checks: only their digests, figures and verdicts are audited here
+    # (whole_run_test audits whole runner runs).
+    return audit.audit_run(run_dir, loader=synthetic_run.loader, verdicts=synthetic_run.verdicts, whole_run=False, **kw)
 
 
 def _kinds(result):
@@ -28,7 +30,8 @@ def test_clean_synthetic_run_passes(run):
     assert result.ok, result.summary()
     assert result.figures_recomputed == result.figures_in_report > 0
     assert result.checks_recomputed == ["fixture_parity", "speed"]
-    assert "mismatches: 0" in result.summary()
+    assert result.verdicts_rederived == ["fixture_parity", "speed"]
+    assert "mismatches: 0" in result.summary() and "NOT VERIFIED" not in result.summary()
 
 
 def test_one_edited_log_line_is_named(run):
@@ -95,7 +98,17 @@ def test_missing_or_failing_recompute_is_a_finding_not_a_pass(run):
             raise ValueError("no summary line")
         return fn
     result = audit.audit_run(run, loader=broken)
-    assert any("recompute raised ValueError: no summary line" in f.detail for f in result.findings)
+    assert any("recompute cannot run: ValueError: no summary line" in f.detail for f in result.findings)
+    # Named in the summary too, never a silent "not recomputed".
+    assert "NOT VERIFIED (recompute did not run, see the findings): fixture_parity (7 figure(s)), speed (4 figure(s))" \
+        in result.summary(), result.summary()
+
+
+def test_a_verdict_nothing_re_derives_is_a_finding(run):
+    result = audit.audit_run(run, loader=synthetic_run.loader, verdicts=lambda name: None, whole_run=False)
+    assert [(f.where, f.detail) for f in result.findings if f.kind == "verdict"] == [
+        ("fixture_parity", "verdict not derivable: the check has no problems()"),
+        ("speed", "verdict not derivable: the check has no problems()")]
 
 
 def test_default_loader_never_passes_an_unknown_check(run):

@@ -60,9 +60,26 @@ def recompute_speed(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, f
 RECOMPUTE = {"fixture_parity": recompute_fixture_parity, "speed": recompute_speed}
 
 
+def problems_fixture_parity(logs_dir: pathlib.Path) -> list[str]:
+    failed = sum(v for k, v in recompute_fixture_parity(logs_dir)[0].items() if k.endswith(".failed"))
+    return [f"{failed} test(s) failed"] if failed else []
+
+
+def problems_speed(logs_dir: pathlib.Path) -> list[str]:
+    return [] if recompute_speed(logs_dir)[1]["tg_tokens_per_s"] > 0 else ["no tg speed"]
+
+
+PROBLEMS = {"fixture_parity": problems_fixture_parity, "speed": problems_speed}
+
+
 def loader(check_name: str):
     """The audit's loader for this synthetic run (stands in for tools.runner.<check>)."""
     return RECOMPUTE.get(check_name)
+
+
+def verdicts(check_name: str):
+    """The audit's problems() for this synthetic run's checks."""
+    return PROBLEMS.get(check_name)
 
 
 def write_report_files(run_dir: pathlib.Path, report: rpb.RunnerReport) -> None:

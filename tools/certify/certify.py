@@ -1,7 +1,9 @@
 """Certification: signing runner reports into records, verifying records, in-toto export.
 
-Signing refuses a report that is not recordable and a key the policy does not trust (now and at the
-record's issue time): a record admission would refuse is useless, so it is refused here first.
+Signing refuses a run the audit (tools/audit/audit.py) does not pass over its run directory (the
+report plus its logs and build evidence), a report that is not recordable, and a key the policy does
+not trust (now and at the record's issue time): a record admission would refuse is useless, so it is
+refused here first. A report is never signed on its own word.
 `certify_cli.py` is the command line over these functions; the main job (tools/job) calls them too.
 """
 
@@ -14,11 +16,50 @@ from collections.abc import Callable
 from google.protobuf import json_format
 
 from proto import certification_pb2, runner_report_pb2
+from tools.audit import audit
 from tools.certify import intoto, records
 from tools.core import atomic_files
 from tools.policy import dsse, keys, safe_io, timestamps
 from tools.policy import policy as policy_lib
-from tools.policy.errors import IncompleteReportError, TrustError, UnknownKeyError, UnreadableInputError
+from tools.policy.errors import (
+    IncompleteReportError,
+    NotRecordableError,
+    TrustError,
+    UnknownKeyError,
+    UnreadableInputError,
+)
+
+
+class AuditFailedError(NotRecordableError):
+    """The run directory of the report does not audit: nothing is signed."""
+
+    code = "audit-failed"
+
+
+# Findings quoted in the refusal (the audit CLI prints them all), those that say why a claim is false first.
+QUOTED_FINDINGS = 5
+_FIRST = ("required", "verdict", "raw-file", "recompute")
+
+
+def require_audited(run_dir: pathlib.Path, policy_path: pathlib.Path | str,
+                    spec_path: pathlib.Path | str | None = None) -> audit.AuditResult:
+    """The audit of run_dir (every digest, figure and verdict re-derived; `required` from the lane
+    spec and the policy); AuditFailedError naming the run dir and its first findings unless it passes."""
+    try:
+        lane_id = runner_report_pb2.RunnerReport.FromString((pathlib.Path(run_dir) / audit.REPORT_PB).read_bytes()).lane_id
+    except Exception:  # OSError, DecodeError: the audit names it
+        lane_id = ""
+    policy_required = policy_lib.required_checks_for(policy_lib.load_policy(policy_path), lane_id)
+    result = audit.audit_run(run_dir, require_readme=False, spec=pathlib.Path(spec_path) if spec_path else None,
+                             policy_required=policy_required)
+    if not result.ok:
+        ordered = sorted(result.findings, key=lambda f: _FIRST.index(f.kind) if f.kind in _FIRST else len(_FIRST))
+        first = "; ".join(str(f) for f in ordered[:QUOTED_FINDINGS])
+        more = len(result.findings) - QUOTED_FINDINGS
+        raise AuditFailedError(f"{run_dir} does not audit ({len(result.findings)} finding(s): {first}"
+                               + (f"; +{more} more" if more > 0 else "")
+                               + f"); nothing signed. All findings: bazel run //tools:audit -- {run_dir}")
+    return result
 
 
 def _write_atomically(path: pathlib.Path, text: str) -> None:
@@ -76,18 +117,27 @@ def certify_report(
     out_dir: pathlib.Path | str,
     validity_days: int,
     now: dt.datetime | None = None,
+    spec_path: pathlib.Path | str | None = None,
 ) -> pathlib.Path:
     """Signs the report into <out_dir>/<lane>.<device-class>.record.dsse.json and returns that path.
 
-    Refuses a non-recordable report, and a key the policy does not trust (now and at issue time).
+    The report must be <run dir>/runner_report.pb of a run directory that audits (require_audited;
+    spec_path: the lane spec, default the audit's). Refuses a non-recordable report, and a key the
+    policy does not trust (now and at issue time). Nothing is written when it refuses.
     """
     report_path = pathlib.Path(report_path)
     if report_path.suffix == ".json":
         raise UnreadableInputError(f"{report_path}: pass the binary report (.pb); its digest is what the record names")
+    if report_path.name != audit.REPORT_PB:
+        raise UnreadableInputError(f"{report_path}: pass a run directory's {audit.REPORT_PB} (the audit re-derives it "
+                                   "from the logs and build evidence beside it)")
     try:
         report_bytes = report_path.read_bytes()
     except OSError as err:
         raise UnreadableInputError(f"{report_path}: cannot read runner report ({err.strerror})") from err
+    require_audited(report_path.parent, policy_path, spec_path)
+    if report_path.read_bytes() != report_bytes:  # what was audited is what is signed
+        raise AuditFailedError(f"{report_path} changed while it was audited; nothing signed")
 
     def sign(key, policy_id: str, now: dt.datetime) -> tuple[str, dsse.Envelope]:
         record, env = sign_report(report_bytes, key, policy_id, validity_days, now)

@@ -1,8 +1,8 @@
 """Certification CLI: keys, signing runner reports into records, verifying, in-toto export.
 
   certify_cli --mode=keygen --name=lanes-ci                      # ~/.config/lanes/keys/lanes-ci.{key,pub}
-  certify_cli --mode=sign --report=out/linux-x86_64-cpu.report.pb --key=~/.config/lanes/keys/lanes-ci.key \\
-              --policy=policy.json --out_dir=records
+  certify_cli --mode=sign --report=RUN/runner_report.pb --key=~/.config/lanes/keys/lanes-ci.key \\
+              --policy=policy.json --out_dir=records     # audits RUN first; refuses what does not audit
   certify_cli --mode=verify --record=records/<lane>.<device>.record.dsse.json --policy=policy.json
   certify_cli --mode=intoto --record=... --policy=policy.json --out=statement.json [--key=... to sign it]
   certify_cli --mode=sign_compat --compat=compat.json --key=... --policy=policy.json --out_dir=records
@@ -28,7 +28,9 @@ flags.DEFINE_string("name", "lanes", "keygen: key file name.")
 flags.DEFINE_string("key_dir", "", "keygen: directory outside any git work tree (default ~/.config/lanes/keys).")
 flags.DEFINE_string("key", "", "sign/sign_compat/intoto: private key (<name>.key).")
 flags.DEFINE_string("policy", "", "Admission policy JSON whose trusted keys verify records.")
-flags.DEFINE_string("report", "", "sign: RunnerReport, binary protobuf (.pb).")
+flags.DEFINE_string("report", "", "sign: <run dir>/runner_report.pb; the run dir (logs, build_evidence.pb) is audited first.")
+flags.DEFINE_string("spec", "", "sign: the lane spec the audit derives required checks from (default: lanes/spec.json "
+                    "in the runfiles, $LANES_SPEC).")
 flags.DEFINE_string("compat", "", "sign_compat: CompatibilityRecord as JSON (issuer/times are filled in).")
 flags.DEFINE_string("record", "", "verify/intoto: record envelope (.dsse.json).")
 flags.DEFINE_string("out_dir", "records", "sign/sign_compat: where records are written.")
@@ -45,7 +47,8 @@ def main(argv: list[str]) -> None:
             print(f"public key  {files.public_pem}\nkeyid       {files.keyid}")
             print(f"trust it:   policy_tool --policy=<policy.json> --public_key={files.public_pem} --owner=<who>")
         elif FLAGS.mode == "sign":
-            print(certify.certify_report(FLAGS.report, FLAGS.key, FLAGS.policy, FLAGS.out_dir, FLAGS.validity_days))
+            print(certify.certify_report(FLAGS.report, FLAGS.key, FLAGS.policy, FLAGS.out_dir, FLAGS.validity_days,
+                                         spec_path=FLAGS.spec or None))
         elif FLAGS.mode == "sign_compat":
             print(certify.sign_compatibility_file(FLAGS.compat, FLAGS.key, FLAGS.policy, FLAGS.out_dir, FLAGS.validity_days))
         elif FLAGS.mode == "verify":

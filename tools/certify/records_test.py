@@ -2,11 +2,13 @@
 
 import datetime as dt
 import json
+import pathlib
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proto import certification_pb2, runner_report_pb2
+from tools.audit import audit
 from tools.certify import certify, intoto, records, sample_reports
 from tools.policy import dsse, keys
 from tools.policy import policy as policy_lib
@@ -16,6 +18,7 @@ from tools.policy.errors import (
     KeyOutsideValidityError,
     NotRecordableError,
     UnknownKeyError,
+    UnreadableInputError,
     UnsupportedSchemaError,
 )
 
@@ -124,15 +127,36 @@ def test_intoto_statement():
     dsse.verify(env, {dsse.keyid_for(key): key.public_key()})
 
 
-def test_certify_report_end_to_end(tmp_path):
+@pytest.fixture
+def audit_passes(monkeypatch):
+    """The audit is tested over real runs in tools/audit and tests/red_team; here, what certify does
+    once the run dir audits (a sample report has no logs to audit)."""
+    audited = []
+
+    def fake_audit(run_dir, **kw):
+        audited.append((run_dir, kw))
+        return audit.AuditResult(run_dir=run_dir)
+
+    monkeypatch.setattr(certify.audit, "audit_run", fake_audit)
+    return audited
+
+
+def _run_dir_report(tmp_path, report) -> pathlib.Path:
+    (tmp_path / "run").mkdir(exist_ok=True)
+    report_path = tmp_path / "run" / "runner_report.pb"
+    report_path.write_bytes(report.SerializeToString())
+    return report_path
+
+
+def test_certify_report_end_to_end(tmp_path, audit_passes):
     files = keys.generate("ci", tmp_path / "keys")
     policy = sample_reports.make_policy(keys.load_private_key(files.private_key))
     policy_path = tmp_path / "policy.json"
     policy_path.write_text(policy_lib.policy_to_json(policy))
-    report = sample_reports.make_report("linux-x86_64-cuda")
-    report_path = tmp_path / "linux-x86_64-cuda.report.pb"
-    report_path.write_bytes(report.SerializeToString())
+    report_path = _run_dir_report(tmp_path, sample_reports.make_report("linux-x86_64-cuda"))
     path = certify.certify_report(report_path, files.private_key, policy_path, tmp_path / "records", 30, now=NOW)
+    # The run dir was audited against the policy it is signed under.
+    assert [(d, kw["policy_required"]) for d, kw in audit_passes] == [(tmp_path / "run", list(sample_reports.REQUIRED_CHECKS))]
     assert path.name == "linux-x86_64-cuda.cuda-nvidia-h200-9.0-580.record.dsse.json"
     rec = certify.verify(path, policy_path, now=NOW + dt.timedelta(hours=1))
     assert rec.scope.lane_id == "linux-x86_64-cuda" and rec.policy_id == "test-policy"
@@ -143,12 +167,30 @@ def test_certify_report_end_to_end(tmp_path):
     assert signed.payload_type == intoto.INTOTO_PAYLOAD_TYPE
 
 
-def test_certify_report_refuses_untrusted_key_and_bad_report(tmp_path):
+def test_certify_refuses_a_run_that_does_not_audit(tmp_path):
+    """A report alone (no logs, no build evidence) re-derives nothing: refused, naming the run dir and
+    the audit's findings, nothing written."""
+    files = keys.generate("ci", tmp_path / "keys")
+    policy_path = tmp_path / "policy.json"
+    policy_path.write_text(policy_lib.policy_to_json(sample_reports.make_policy(keys.load_private_key(files.private_key))))
+    report_path = _run_dir_report(tmp_path, sample_reports.make_report())
+    with pytest.raises(certify.AuditFailedError, match=rf"{tmp_path / 'run'} does not audit \(\d+ finding\(s\): .*"
+                       r"nothing signed") as err:
+        certify.certify_report(report_path, files.private_key, policy_path, tmp_path / "out", 30, now=NOW)
+    assert "[required] " in str(err.value)
+    assert err.value.code == "audit-failed"
+    assert not (tmp_path / "out").exists()
+    other = tmp_path / "run" / "linux-x86_64-cpu.report.pb"
+    other.write_bytes(report_path.read_bytes())
+    with pytest.raises(UnreadableInputError, match="runner_report.pb"):
+        certify.certify_report(other, files.private_key, policy_path, tmp_path / "out", 30, now=NOW)
+
+
+def test_certify_report_refuses_untrusted_key_and_bad_report(tmp_path, audit_passes):
     files = keys.generate("ci", tmp_path / "keys")
     policy_path = tmp_path / "policy.json"
     policy_path.write_text(policy_lib.policy_to_json(sample_reports.make_policy(Ed25519PrivateKey.generate())))
-    report_path = tmp_path / "r.pb"
-    report_path.write_bytes(sample_reports.make_report().SerializeToString())
+    report_path = _run_dir_report(tmp_path, sample_reports.make_report())
     with pytest.raises(UnknownKeyError, match="policy_tool"):
         certify.certify_report(report_path, files.private_key, policy_path, tmp_path / "out", 30, now=NOW)
     bad = sample_reports.make_report()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pathlib
 import re
 
+from proto import build_evidence_pb2
 from proto import runner_report_pb2 as rpb
 from tools.core.digest import sha256_file
 from tools.evidence import build_evidence
@@ -54,19 +55,79 @@ def version_problems(text: str, lane_id: str, upstream_commit: str, patch_stack_
 _HASH_LINE = re.compile(r"^(evidence|found) (\S+) sha256=(\S*)$", re.MULTILINE)
 
 
-def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
-    """Artifacts the evidence lists and how many differ from what was hashed on disk (or are extra)."""
+STEP = "artifact_integrity"
+
+
+def logged_hashes(logs_dir: pathlib.Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(evidence path -> sha256, found path -> sha256) from the runner's own lines of the step log;
+    a lane binary's output (inside a command block) cannot add or change one."""
     listed: dict[str, str] = {}
     found: dict[str, str] = {}
-    for kind, path, sha in _HASH_LINE.findall(log_blocks.read(logs_dir / "artifact_integrity.log")):
+    text = log_blocks.runner_lines(log_blocks.read(pathlib.Path(logs_dir) / f"{STEP}.log"))
+    for kind, path, sha in _HASH_LINE.findall(text):
         (listed if kind == "evidence" else found)[path] = sha
+    return listed, found
+
+
+def found_artifacts(logs_dir: pathlib.Path) -> list[rpb.ArtifactDigest]:
+    """report.artifacts as the step logged them (the audit compares the report's list with this)."""
+    return [rpb.ArtifactDigest(path=p, sha256=sha) for p, sha in logged_hashes(logs_dir)[1].items()]
+
+
+def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+    """Artifacts the evidence lists and how many differ from what was hashed on disk (or are extra)."""
+    listed, found = logged_hashes(logs_dir)
     mismatched = sum(1 for p, sha in listed.items() if found.get(p) != sha)
     mismatched += sum(1 for p in found if p not in listed)  # extra files are not covered by the evidence
     return {"artifacts_checked": len(listed), "artifacts_mismatched": mismatched}, {}
 
 
+def evidence_beside(logs_dir: pathlib.Path) -> build_evidence_pb2.BuildEvidence | None:
+    """The run's build evidence (<run dir>/build_evidence.pb, bound by the report's digest), if there."""
+    try:
+        return build_evidence_pb2.BuildEvidence.FromString((pathlib.Path(logs_dir).parent / "build_evidence.pb").read_bytes())
+    except Exception:  # OSError, DecodeError: the caller names what it lacks
+        return None
+
+
+def problems(logs_dir: pathlib.Path, lane: object = None) -> list[str]:
+    """Why the raw files fail this check (empty = PASS): the logged hashes of both sides, and the
+    logged `--version` output against the bindings in the step config (the audit checks those
+    against the run's build evidence; runs made before the config held them: that evidence)."""
+    logs_dir = pathlib.Path(logs_dir)
+    config = log_blocks.step_config(logs_dir, STEP)
+    bindings = {k: config.get(k, "") for k in ("lane_id", "upstream_commit", "patch_stack_digest")}
+    if not all(bindings.values()):
+        ev = evidence_beside(logs_dir)
+        if ev is None:
+            return [f"{STEP}.config.json lacks {', '.join(k for k, v in bindings.items() if not v)} and no "
+                    "build_evidence.pb is beside the logs: the verdict cannot be re-derived"]
+        bindings = {"lane_id": ev.lane_id, "upstream_commit": ev.upstream.commit, "patch_stack_digest": ev.patch_stack_digest}
+    listed, found = logged_hashes(logs_dir)
+    out = [] if listed else ["the evidence lists no artifacts"]
+    for path, sha in listed.items():
+        if path not in found:
+            out.append(f"{path}: missing")
+        elif found[path] != sha:
+            out.append(f"{path}: sha256 {found[path][:12]}.. != evidence {sha[:12]}..")
+    out += [f"{path}: not in the evidence" for path in found if path not in listed]
+    version = [c for c in log_blocks.commands(log_blocks.read(logs_dir / f"{STEP}.log"))
+               if c.argv[-1:] == ["--version"] and c.argv[0].endswith("/llama-completion")]
+    if not version:
+        return out + ["no `llama-completion --version` in the step log"]
+    res = version[-1]
+    if res.exit_code != 0:
+        out.append(f"llama-completion --version exited {exits.describe(res.exit_code)}")
+    return out + version_problems(res.output, bindings["lane_id"], bindings["upstream_commit"], bindings["patch_stack_digest"])
+
+
 def run_artifact_integrity(ctx: RunContext, step: Step, report: rpb.RunnerReport) -> tuple[int, str]:
     ev, lane_dir = ctx.evidence, ctx.config.lane_dir
+    # The bindings problems() judges the log against (the audit ties them to the run's evidence).
+    step.config("lane_id", ctx.lane.lane_id)
+    step.config("upstream_commit", ev.upstream.commit)
+    step.config("patch_stack_digest", ev.patch_stack_digest)
+    step.config("build_evidence_digest", build_evidence.evidence_digest(ctx.config.evidence))
     report.artifacts.extend(hash_artifacts(lane_dir))
     # Both sides logged per file, so an auditor recomputes the comparison (and can re-hash the files).
     for a in ev.artifacts:
@@ -91,4 +152,4 @@ def run_artifact_integrity(ctx: RunContext, step: Step, report: rpb.RunnerReport
     return CR.PASS, f"{len(ev.artifacts)} artifacts match the evidence; commit {ev.upstream.commit[:7]}, patch stack {ev.patch_stack_digest}"
 
 
-CHECK = Check(name="artifact_integrity", run=run_artifact_integrity, recompute=recompute)
+CHECK = Check(name=STEP, run=run_artifact_integrity, recompute=recompute, problems=problems)

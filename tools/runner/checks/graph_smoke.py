@@ -9,6 +9,7 @@ fails: "failed to create llama_context"), so quantized V types run with -fa on; 
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 import re
 
@@ -63,13 +64,21 @@ def smoke_command(ctx: RunContext, kv_type: str) -> list[str]:
             "-lv", "4", *ctx.ngl]
 
 
+STEP = "graph_smoke"
+
+
+def _smoke_runs(logs_dir: pathlib.Path) -> tuple[list[log_blocks.Command], dict[str | None, log_blocks.Command]]:
+    """(every smoke command, the last one per KV type: a re-run supersedes a truncated run)."""
+    cmds = [c for c in log_blocks.commands(log_blocks.read(pathlib.Path(logs_dir) / f"{STEP}.log"))
+            if log_blocks.flag_value(c.argv, "-ctk") is not None]
+    return cmds, {log_blocks.flag_value(c.argv, "-ctk"): c for c in cmds}
+
+
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
     """Tokens decoded and tg tokens/s per KV type, from llama-completion's own perf lines."""
     counts: dict[str, int] = {}
     metrics: dict[str, float] = {}
-    cmds = [c for c in log_blocks.commands(log_blocks.read(logs_dir / "graph_smoke.log"))
-            if log_blocks.flag_value(c.argv, "-ctk") is not None]
-    last = {log_blocks.flag_value(c.argv, "-ctk"): c for c in cmds}  # a re-run supersedes a truncated run
+    cmds, last = _smoke_runs(logs_dir)
     truncated = len(cmds) - len(last)
     if truncated:
         counts["truncated_runs"] = truncated
@@ -85,8 +94,49 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return counts, metrics
 
 
+def problems(logs_dir: pathlib.Path, lane: object = None) -> list[str]:
+    """Why the raw files fail this check (empty = PASS), judged as run_graph_smoke judges each run:
+    the last run of every configured KV type, against the lane spec's log_evidence in the step config
+    (runs made before the config held them: the `## kv cache type` lines and `lane`, the spec's entry)."""
+    config = log_blocks.step_config(pathlib.Path(logs_dir), STEP)
+    runner = log_blocks.runner_lines(log_blocks.read(pathlib.Path(logs_dir) / f"{STEP}.log"))
+    try:
+        kv_types = ([k for k in config["kv_types"].split(",") if k] if "kv_types" in config
+                    else re.findall(r"^## kv cache type (\S+)$", runner, re.MULTILINE))
+        evidence = (json.loads(config["log_evidence"]) if "log_evidence" in config
+                    else list(getattr(lane, "log_evidence")))
+    except (AttributeError, TypeError, ValueError) as err:
+        return [f"{STEP}.config.json lacks a readable kv_types/log_evidence and no lane spec entry gives them "
+                f"({err}): the verdict cannot be re-derived"]
+    out = [] if evidence else ["the lane spec gives no log_evidence"]
+    if not kv_types:
+        out.append("no KV cache type configured")
+    _, last = _smoke_runs(logs_dir)
+    for kv in kv_types:
+        cmd = last.get(kv)
+        if cmd is None:
+            out.append(f"{kv}: no smoke run in the log")
+            continue
+        if cmd.exit_code != 0:
+            out.append(f"{kv}: llama-completion exited {exits.describe(cmd.exit_code)}")
+            continue
+        missing = missing_log_evidence(evidence, cmd.output)
+        if missing:
+            out.append(f"{kv}: backend log lacks {missing}")
+        if int(parse_eval(cmd.output).get("eval_runs", 0)) <= 0:
+            out.append(f"{kv}: no tokens generated")
+        kv_seen = parse_kv_types(cmd.output)
+        if kv_seen != (kv, kv):
+            out.append(f"{kv}: KV cache reported as {kv_seen}, not K ({kv}) V ({kv})")
+    out += [f"{kv}: a smoke run for a KV type not configured" for kv in last if kv not in kv_types]
+    return out
+
+
 def run_graph_smoke(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     problems, figures = [], []
+    # What problems() judges the log against, in the runner-owned step config.
+    step.config("kv_types", ",".join(ctx.config.kv_types))
+    step.config("log_evidence", json.dumps(list(ctx.lane.log_evidence)))
     if not ctx.lane.log_evidence:
         problems.append(f"the lane spec gives no log_evidence for {ctx.lane.lane_id}")
     for kv in ctx.config.kv_types:
@@ -132,5 +182,5 @@ class Options:
     kv_types: tuple[str, ...] = option(DEFAULT_KV_TYPES, "KV cache types (applied to K and V) for graph_smoke.")
 
 
-CHECK = Check(name="graph_smoke", run=run_graph_smoke, recompute=recompute, figure_prefixes=("tokens_decoded_",),
-              options=Options)
+CHECK = Check(name=STEP, run=run_graph_smoke, recompute=recompute, problems=problems,
+              figure_prefixes=("tokens_decoded_",), options=Options)

@@ -14,6 +14,8 @@ import re
 import shutil
 import time
 
+from google.protobuf import text_format
+
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
 from tools.runner import backends, lane_files, log_blocks, model_file, run_lock
@@ -136,6 +138,56 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     return counts, metrics
 
 
+def device_class_from_logs(logs_dir: pathlib.Path) -> rpb.DeviceClass | None:
+    """The device class preflight settled on: its last `device class:` line (the runner's own, not a
+    probe's output); None when it logged none or the line does not parse."""
+    lines = [l for l in log_blocks.runner_lines(log_blocks.read(pathlib.Path(logs_dir) / "preflight.log")).splitlines()
+             if l.startswith("device class: ")]
+    if not lines:
+        return None
+    try:
+        return text_format.Parse(lines[-1].removeprefix("device class: "), rpb.DeviceClass())
+    except text_format.ParseError:
+        return None
+
+
+def model_from_logs(logs_dir: pathlib.Path) -> tuple[str, int] | None:
+    """(sha256, size) of the model preflight inspected, from its `model:` line."""
+    text = log_blocks.runner_lines(log_blocks.read(pathlib.Path(logs_dir) / "preflight.log"))
+    found = re.findall(r"^model: .* size=(\d+) sha256=([0-9a-f]{64})$", text, re.MULTILINE)
+    return (found[-1][1], int(found[-1][0])) if found else None
+
+
+def problems(logs_dir: pathlib.Path, lane: object = None) -> list[str]:
+    """Why the raw files fail preflight (empty = PASS): a refusal it recorded, or a PASS path it did
+    not complete (device class, evidence of this lane, the model inspected). Runs made before the
+    step config held lane_id/backend: `lane` (the spec's entry) and the run's build_evidence.pb."""
+    config = log_blocks.step_config(pathlib.Path(logs_dir), "preflight")
+    lane_id = config.get("lane_id") or getattr(lane, "lane_id", "")
+    backend = config.get("backend") or getattr(lane, "backend", "")
+    if not lane_id or not backend:
+        return ["preflight.config.json lacks lane_id/backend and no lane spec entry gives them: the verdict cannot be re-derived"]
+    if config.get("refused"):
+        return [config["refused"]]
+    out = []
+    dc = device_class_from_logs(logs_dir)
+    if dc is None:
+        out.append("preflight logged no readable device class")
+    elif dc.backend != backend:
+        out.append(f"device class backend {dc.backend!r} is not the lane's {backend!r}")
+    evidence_lane = config.get("evidence_lane_id")
+    if evidence_lane is None:
+        from tools.runner.checks import artifact_integrity  # the run's bound build evidence
+        ev = artifact_integrity.evidence_beside(logs_dir)
+        evidence_lane = ev.lane_id if ev is not None else ""
+    if evidence_lane != lane_id:
+        out.append(f"build evidence is for lane {evidence_lane or '(none read)'}, not {lane_id}")
+    model = model_from_logs(logs_dir)
+    if model is None or model[0] != config.get("model_sha256", model[0]):
+        out.append("preflight did not inspect the model (no `model:` line matching the step config)")
+    return out
+
+
 def check_binaries(lane_dir, targets) -> list[str]:
     problems = []
     for t in targets:
@@ -149,6 +201,8 @@ def check_binaries(lane_dir, targets) -> list[str]:
 
 def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg, lane = ctx.config, ctx.lane
+    step.config("lane_id", lane.lane_id)  # what problems() judges the log against
+    step.config("backend", lane.backend)
     try:
         # Leftovers of a killed run first: nothing of this run may start before the lock is ours.
         check_leftovers(ctx, step)
@@ -196,9 +250,13 @@ def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None =
         info = ctx.model_info
         step.log(f"model: {info.path} name={info.name} arch={info.architecture} tensors={info.n_tensors} "
                  f"size={info.size} sha256={info.sha256}")
+        step.config("evidence_lane_id", ctx.evidence.lane_id)
+        step.config("model_sha256", info.sha256)
     except Unavailable as err:
+        step.config("refused", f"UNAVAILABLE: {err}")
         return CR.UNAVAILABLE, str(err)
     except Failed as err:
+        step.config("refused", f"FAIL: {err}")
         return CR.FAIL, str(err)
     reaped = step.result.counts.get("leftover_processes_killed")
     note = f"; cleaned up a killed earlier run ({reaped} leftover process(es) killed, see preflight.log)" if reaped else ""
@@ -210,4 +268,4 @@ class Options:
     allow_software_icd: bool = option(False, "Vulkan: accept llvmpipe/lavapipe/SwiftShader (diagnostic, non-recordable).")
 
 
-CHECK = Check(name="preflight", run=run_preflight, recompute=recompute, options=Options)
+CHECK = Check(name="preflight", run=run_preflight, recompute=recompute, problems=problems, options=Options)
