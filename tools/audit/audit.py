@@ -507,6 +507,20 @@ def _check_readme(run_dir: pathlib.Path, result: AuditResult, require_readme: bo
                                               "(edited by hand or stale); regenerate it"))
 
 
+# The first runner that wrote <step>.config.json for every step.
+_STEP_CONFIG_FILES_SINCE = (0, 2, 1)
+
+
+def _predates_step_config_files(runner_version: str) -> bool:
+    """True for a report of a runner older than the step config files (or one that names none)."""
+    parts = runner_version.rsplit(" ", 1)[-1].split(".")
+    try:
+        version = tuple(int(p) for p in parts)
+    except ValueError:
+        return False  # an unparseable version gets the strict reading
+    return version < _STEP_CONFIG_FILES_SINCE
+
+
 def audit_run(run_dir: pathlib.Path, *, loader: Callable[[str], Recompute | None] = _default_loader,
               require_readme: bool = True, verdicts: Verdicts | None = None,
               spec: pathlib.Path | None = None, policy_required: Collection[str] = (),
@@ -532,7 +546,10 @@ def audit_run(run_dir: pathlib.Path, *, loader: Callable[[str], Recompute | None
     _check_twins(run_dir, report, result)
     if verdicts is None:  # with a custom loader (tests), verdicts come only from what the test gives
         verdicts = _default_verdicts if loader is _default_loader else (lambda name: None)
-    with tempfile.TemporaryDirectory(prefix="lanes-audit-") as tmp:
+    # In-log config lines (which a lane can print) count only for runs made before the step config
+    # files existed; a current run is judged on its runner-written config files alone.
+    with tempfile.TemporaryDirectory(prefix="lanes-audit-") as tmp, \
+            log_blocks.legacy_config_allowed(_predates_step_config_files(report.runner_version)):
         # Recompute sees a copy of the verified digested files only.
         logs_dir = _digested_copy(run_dir, verified, pathlib.Path(tmp))
         if whole_run:

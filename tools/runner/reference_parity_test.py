@@ -21,7 +21,7 @@ def _ref_logs(tmp_path, ref, got, **extra):
     from tools.runner import log_blocks
     from tools.runner.checks import reference_parity as rp
     config = {k: repr(v) for k, v in REF_TOL.items()}
-    config.update({f"fa_on.{k}": repr(v) for k, v in FA_TOL.items()})
+    config.update({f"fa_on.{k}": repr(v) for k, v in FA_TOL.items()}, prompt="a prompt")
     log_blocks.write_config(log_blocks.config_path(tmp_path, rp.STEP), config)
     tokens = np.arange(len(ref), dtype=np.int32)
     arrays = {"tokens": tokens, "expected_tokens": tokens, "lane": got, "reference": ref}
@@ -51,7 +51,11 @@ def test_lane_tokens_must_be_the_vocabularys_and_enough(tmp_path):
     arrays["expected_tokens"] = arrays["expected_tokens"] + 1
     rp.save_logits(tmp_path / rp.LOGITS_FILE, arrays)
     assert any("the lane's 20 prompt token(s) differ from the model vocabulary's 20 tokens" in p for p in rp.problems(tmp_path))
-    assert log_blocks.step_config(tmp_path, rp.STEP)
+    # An older run recorded no prompt: judged as it was made (its tokens were not recorded).
+    config = log_blocks.step_config(tmp_path, rp.STEP)
+    del config["prompt"]
+    log_blocks.write_config(log_blocks.config_path(tmp_path, rp.STEP), config)
+    assert rp.problems(tmp_path) == []
 
 
 def test_flash_attention_on_is_compared_end_to_end(tmp_path):

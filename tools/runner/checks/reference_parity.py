@@ -165,7 +165,8 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
             counts.update({prefix + k: v for k, v in c.items()})
             metrics.update({prefix + k: v for k, v in m.items()})
             metrics.update({prefix + k: v for k, v in tol.items()})
-        counts.update(_tokens_figures(z))
+        if "expected_tokens" in z.files:  # runs that recorded their prompt (runner 0.3.0 on)
+            counts.update(_tokens_figures(z))
         if "cpu_lane" in z.files:  # accelerators: the CPU lane's own logits, compared with the lane's
             same = z["cpu_lane"].shape == z["lane"].shape and bool(np.array_equal(z["cpu_lane"], z["lane"]))
             counts["identical_to_cpu_lane"] = int(same)
@@ -175,11 +176,14 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
 def judge_all(counts: dict[str, int], metrics: dict[str, float], config: dict[str, str]) -> list[str]:
     """Every reason the figures fail: the main comparison, the secondary ones, the tokens."""
     out: list[str] = []
-    if not counts.get("tokens_match_vocabulary"):
+    # A run that recorded its prompt (every current one: the prompt is in its config file) is judged
+    # on its tokens; older runs recorded neither.
+    judged_on_tokens = "prompt" in config
+    if judged_on_tokens and not counts.get("tokens_match_vocabulary"):
         out.append(f"the lane's {counts.get('n_lane_tokens', 0)} prompt token(s) differ from the model vocabulary's "
                    f"{counts.get('n_expected_tokens', 0)} tokens of the prompt (tokenized independently of the lane)")
     min_tokens = float(config.get("tol_min_tokens", MIN_TOKENS))
-    if counts.get("n_tokens", 0) < min_tokens:
+    if judged_on_tokens and counts.get("n_tokens", 0) < min_tokens:
         out.append(f"only {counts.get('n_tokens', 0)} token positions compared; need at least {min_tokens:g}")
     if counts.get("identical_to_cpu_lane"):
         out.append("the lane's logits are bit-identical to the CPU lane's (max |delta logit| 0): not computed on the device")
