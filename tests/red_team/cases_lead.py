@@ -56,11 +56,11 @@ def run(tmp: pathlib.Path, lane_dir: pathlib.Path, evidence: pathlib.Path, **kw)
     return runner.run(cfg)
 
 
-def logits_writer(tokens: list[int], n_vocab: int = 32000) -> str:
+def logits_writer(tmp: pathlib.Path, tokens: list[int], n_vocab: int = 32000) -> str:
     """A llama-logits that ignores its prompt and writes these tokens' (random) logits where -o says."""
     body = struct.pack("<4sii", b"LGT1", len(tokens), n_vocab) + struct.pack(f"<{len(tokens)}i", *tokens)
     body += np.random.default_rng(0).normal(0, 3, (len(tokens), n_vocab)).astype("<f4").tobytes()
-    blob = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"replay-{os.getpid()}-{len(tokens)}.lgt"
+    blob = tmp / f"replay-{len(tokens)}.lgt"
     blob.write_bytes(body)
     return ("#!/bin/sh\nout=''\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n"
             f"cp {shlex.quote(str(blob))} \"$out\"\n")
@@ -137,7 +137,7 @@ def case_loosened_flags_without_policy(tmp: pathlib.Path) -> Refusal:
 def case_replayed_logits(tmp: pathlib.Path) -> Refusal:
     from tools.model import spm_tokenizer
     old = spm_tokenizer.from_gguf(tiny_model()).encode("The quick brown fox jumps over the lazy dog. Once upon a time")
-    lane_dir, evidence = lane_with(tmp, {"llama-logits": logits_writer(old)})
+    lane_dir, evidence = lane_with(tmp, {"llama-logits": logits_writer(tmp, old)})
     report = run(tmp, lane_dir, evidence, skip=_ONLY_PARITY)
     return refused_check(report, "reference_parity", "prompt token(s) differ from the model vocabulary's")
 
@@ -168,7 +168,7 @@ def case_loader_line_of_another_host(tmp: pathlib.Path) -> Refusal:
 
 
 def case_bos_only(tmp: pathlib.Path) -> Refusal:
-    lane_dir, evidence = lane_with(tmp, {"llama-logits": logits_writer([1])})
+    lane_dir, evidence = lane_with(tmp, {"llama-logits": logits_writer(tmp, [1])})
     report = run(tmp, lane_dir, evidence, skip=_ONLY_PARITY)
     return refused_check(report, "reference_parity", "the lane's 1 prompt token(s) differ")
 
