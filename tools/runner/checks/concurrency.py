@@ -116,13 +116,22 @@ def parse_stream(conn: dict) -> tuple[dict, list[float], list[str]]:
         if not isinstance(ev, dict) or "error" in ev:
             problems.append(f"error event {payload[:200]!r}")
             continue
-        tokens = ev.get("tokens") or []
-        if tokens or ev.get("content"):
+        try:
+            tokens = [int(x) for x in ev.get("tokens") or []]
+            probs = list(ev.get("completion_probabilities") or [])
+            content = str(ev.get("content") or "")
+            predicted = int(ev.get("tokens_predicted") or 0)
+            if not all(isinstance(p, dict) for p in probs):
+                raise TypeError("completion_probabilities entries are not objects")
+        except (TypeError, ValueError) as err:
+            problems.append(f"malformed event {payload[:80]!r}: {err}")
+            continue
+        if tokens or content:
             times.append(float(t))
-        out["tokens"] += [int(x) for x in tokens]
-        out["completion_probabilities"] += ev.get("completion_probabilities") or []
-        out["content"] += ev.get("content") or ""
-        out["tokens_predicted"] = max(out["tokens_predicted"], int(ev.get("tokens_predicted") or 0))
+        out["tokens"] += tokens
+        out["completion_probabilities"] += probs
+        out["content"] += content
+        out["tokens_predicted"] = max(out["tokens_predicted"], predicted)
         out["id_slot"] = ev.get("id_slot", out["id_slot"])
         stopped = stopped or bool(ev.get("stop"))
     if not stopped:
