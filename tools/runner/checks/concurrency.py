@@ -45,7 +45,7 @@ SERVER_LOG = f"{STEP}.server.log"
 PROMPTS = ("Once upon a time", "The capital of France is", "def fibonacci(n):", "In 1492, Columbus")
 N_PARALLEL = len(PROMPTS)
 SLOT_CTX = 256  # the tiny model's training context; real models get the same per-slot size
-N_PREDICT = 64  # enough decode steps that overlapping streams interleave measurably
+N_PREDICT = 128  # decode steps enough that streams interleave despite a late-served request (2 busy cores)
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
