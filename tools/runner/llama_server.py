@@ -1,5 +1,13 @@
 """A llama-server on loopback for the concurrency and cancellation checks: start, wait for /health,
-send /completion requests (urllib, bounded timeouts), stop with SIGINT. Nothing leaves 127.0.0.1.
+send /completion requests (plain or streamed), read GET /slots, stop with SIGINT. Nothing leaves
+127.0.0.1.
+
+The client's own record (what arrived when, on its monotonic clock) is evidence the server cannot
+write: stream() and stream_drop() keep every SSE `data:` line with its arrival time. A streamed
+/completion at the pin sends one `data: {json}` event per generated token ("content", "tokens",
+"stop": false; with n_probs also "completion_probabilities") and a last one with "stop": true
+(tools/server/server-context.cpp send_partial_response / send_final_response); a token that ends
+inside a UTF-8 sequence gets no event of its own (its bytes ride on the next one).
 
 Also parses the server's own log (kept as <step>.server.log, digested): its slot lines are the
 server-side evidence of what it decoded and when (tools/server/server-context.cpp at the pin):
@@ -109,13 +117,15 @@ def max_busy(tasks: list[ServerTask]) -> int:
 
 
 class LlamaServer:
-    def __init__(self, ctx: RunContext, step: Step, n_parallel: int, ctx_size: int):
+    def __init__(self, ctx: RunContext, step: Step, n_parallel: int, ctx_size: int, extra_args: tuple[str, ...] = ()):
         self.ctx, self.step = ctx, step
         self.port = free_port()
         self.log_path = ctx.logs_dir / f"{step.name}.server.log"
+        # --slots: GET /slots (each slot's is_processing) is the client's view of a free slot; on by
+        # default at the pin, named so that a changed default cannot turn it off.
         self.argv = [str(ctx.bin("llama-server")), "-m", str(ctx.config.model), "--host", HOST,
                      "--port", str(self.port), "-np", str(n_parallel), "-c", str(ctx_size),
-                     "-t", str(ctx.config.threads), "-cram", "0", "-lv", "4", *ctx.ngl]
+                     "-t", str(ctx.config.threads), "-cram", "0", "-lv", "4", "--slots", *extra_args, *ctx.ngl]
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -170,41 +180,117 @@ class LlamaServer:
         except (urllib.error.URLError, OSError, ValueError):
             return False
 
+    def _body(self, prompt: str, n_predict: int, n_probs: int, stream: bool) -> str:
+        return json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0, "seed": self.ctx.config.seed,
+                           "cache_prompt": False, "ignore_eos": True, "return_tokens": True, "n_probs": n_probs,
+                           "stream": stream})
+
     def complete(self, prompt: str, n_predict: int, timeout_s: float = 120.0, n_probs: int = 0) -> dict:
-        body = {"prompt": prompt, "n_predict": n_predict, "temperature": 0, "seed": self.ctx.config.seed,
-                "cache_prompt": False, "ignore_eos": True, "return_tokens": True, "n_probs": n_probs}
-        req = urllib.request.Request(self.base + "/completion", data=json.dumps(body).encode(),
+        req = urllib.request.Request(self.base + "/completion", data=self._body(prompt, n_predict, n_probs, False).encode(),
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
             return json.loads(r.read())
 
-    def stream_and_abort(self, prompt: str, n_predict: int, chunks_before_abort: int, timeout_s: float = 60.0,
-                         transcript=None) -> tuple[int, bool]:
-        """Starts a streaming completion, reads some chunks, drops the connection.
-        Returns (chunks read, whether the stream had already finished); the raw lines read go to
-        `transcript` (a binary file) when given."""
-        body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0, "stream": True,
-                           "ignore_eos": True, "cache_prompt": False})
-        conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout_s)
+    def timed_complete(self, prompt: str, n_predict: int, origin: float, timeout_s: float = 120.0) -> dict:
+        """complete(), timed on the client's clock (seconds since origin); an error is recorded, not raised."""
+        out: dict = {"prompt": prompt, "n_predict": n_predict, "started": round(time.monotonic() - origin, 6)}
         try:
-            conn.request("POST", "/completion", body=body, headers={"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            chunks, finished = 0, False
-            while chunks < chunks_before_abort:
-                line = resp.fp.readline()
+            r = self.complete(prompt, n_predict, timeout_s=timeout_s)
+            out["tokens_predicted"] = r.get("tokens_predicted")
+            out["content"] = r.get("content")
+        except (OSError, ValueError) as err:
+            out["error"] = f"{type(err).__name__}: {err}"
+        out["finished"] = round(time.monotonic() - origin, 6)
+        return out
+
+    def slots(self, origin: float, timeout_s: float = 10.0) -> dict:
+        """One GET /slots: {"t": seconds since origin, "status", "body": the raw text}."""
+        try:
+            with urllib.request.urlopen(self.base + "/slots", timeout=timeout_s) as r:
+                status, body = r.status, r.read()
+        except urllib.error.HTTPError as err:
+            status, body = err.code, err.read()
+        except OSError as err:
+            status, body = 0, f"{type(err).__name__}: {err}".encode()
+        return {"t": round(time.monotonic() - origin, 6), "status": status, "body": body.decode("utf-8", "replace")}
+
+    def _open_stream(self, prompt: str, n_predict: int, n_probs: int, timeout_s: float):
+        conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout_s)
+        conn.request("POST", "/completion", body=self._body(prompt, n_predict, n_probs, True),
+                     headers={"Content-Type": "application/json"})
+        sock = conn.sock  # getresponse() lets go of it when the server says Connection: close
+        return conn, sock, conn.getresponse()
+
+    def stream(self, prompt: str, n_predict: int, origin: float, n_probs: int = 0, timeout_s: float = 120.0) -> dict:
+        """A streamed completion read to its end: {"prompt", "sent", "status", "events": [[t, line]], "end"},
+        t the arrival of each `data:` line in seconds since origin (time.monotonic())."""
+        out: dict = {"prompt": prompt, "sent": round(time.monotonic() - origin, 6), "events": [], "end": "eof"}
+        conn = None
+        try:
+            conn, _, resp = self._open_stream(prompt, n_predict, n_probs, timeout_s)
+            out["status"] = resp.status
+            while line := resp.readline():
+                if line.startswith(b"data:"):
+                    out["events"].append([round(time.monotonic() - origin, 6), line.decode("utf-8", "replace").rstrip()])
+        except (OSError, http.client.HTTPException) as err:
+            out["end"] = f"{type(err).__name__}: {err}"
+        finally:
+            if conn is not None:
+                conn.close()
+        return out
+
+    def stream_drop(self, prompt: str, n_predict: int, chunks_before_drop: int, origin: float, after_drop_s: float,
+                    timeout_s: float = 60.0, transcript=None) -> dict:
+        """Starts a streamed completion, reads chunks_before_drop token events, then drops the request by
+        shutting the client's sending side (the server reads EOF, as from a client gone away: httplib's
+        is_socket_alive peeks 0 bytes) and keeps reading, up to after_drop_s, to see the stream end.
+
+        Returns {"events": [[t, line]] before the drop, "dropped": t, "after_drop": [t of each later
+        event], "ended": t or None, "end": how it ended}, times in seconds since origin. The raw lines
+        read before the drop also go to `transcript` (binary) when given."""
+        out: dict = {"prompt": prompt, "n_predict": n_predict, "sent": round(time.monotonic() - origin, 6),
+                     "events": [], "dropped": None, "after_drop": [], "ended": None, "end": None}
+        conn = sock = resp = None
+        try:
+            conn, sock, resp = self._open_stream(prompt, n_predict, 0, timeout_s)
+            out["status"] = resp.status
+            tokens = 0
+            while tokens < chunks_before_drop:
+                line = resp.readline()
                 if transcript is not None:
                     transcript.write(line)
                 if not line:
-                    finished = True
+                    out["ended"], out["end"] = round(time.monotonic() - origin, 6), "finished before the drop"
+                    return out
+                if line.startswith(b"data:"):
+                    out["events"].append([round(time.monotonic() - origin, 6), line.decode("utf-8", "replace").rstrip()])
+                    tokens += b'"tokens":[]' not in line.replace(b" ", b"")
+            sock.shutdown(socket.SHUT_WR)
+            dropped = time.monotonic()
+            out["dropped"] = round(dropped - origin, 6)
+            sock.settimeout(max(0.05, after_drop_s))
+            out["end"] = f"still streaming {after_drop_s:g}s after the drop"
+            while time.monotonic() - dropped < after_drop_s:
+                line = resp.readline()
+                if not line:
+                    out["ended"], out["end"] = round(time.monotonic() - origin, 6), "eof"
                     break
                 if line.startswith(b"data:"):
-                    chunks += 1
-                    if b'"stop":true' in line.replace(b" ", b""):
-                        finished = True
-                        break
-            return chunks, finished
+                    out["after_drop"].append(round(time.monotonic() - origin, 6))
+        except TimeoutError:
+            out["end"] = "neither a byte nor the end within the read timeout"
+        except (OSError, http.client.HTTPException) as err:
+            # The server closing the connection mid-body (IncompleteRead, reset) ends the stream too.
+            out["ended"], out["end"] = round(time.monotonic() - origin, 6), f"{type(err).__name__}: {err}"
         finally:
-            # Close the socket outright, as a client that goes away mid-generation does.
-            if conn.sock is not None:
-                conn.sock.shutdown(socket.SHUT_RDWR)
-            conn.close()
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
+            if resp is not None:
+                resp.close()
+            if conn is not None:
+                conn.close()
+        return out

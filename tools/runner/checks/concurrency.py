@@ -7,11 +7,17 @@ where the token the concurrent run took was, in the sequential run, a numerical 
 top-1 (log-probability within --parity_max_abs_delta x 2). Cross-talk between
 slots, or any divergence at a decisive position, fails.
 
-That the requests were decoded at the same time is taken from the server's own log, not from the
-client: the slot lines (llama_server.parse_server_log) must show at least two tasks in processing
-at overlapping times and the concurrent requests spread over >= N_PARALLEL distinct slots. The
-server's JSON responses are kept (concurrency.responses.json) and every figure is recomputed from
-them and the server log by recompute().
+That the requests were decoded at the same time is shown twice, and neither word is taken alone:
+- by the client: the N requests are streamed (stream=true) and the client records, per connection,
+  the arrival time of every SSE event on its monotonic clock (concurrency.client.json). Every pair
+  of connections must interleave: each receives a token event strictly between the other's first
+  and last. A server that decodes one request after another delivers A's events before B's first,
+  whatever its log says.
+- by the server's own log: its slot lines (llama_server.parse_server_log) must show at least two
+  tasks in processing at overlapping times and the requests spread over >= N_PARALLEL distinct slots.
+The streamed outputs (tokens and text joined from the events) are compared with the sequential,
+non-streamed run (concurrency.responses.json). Every figure and the verdict are recomputed from
+those two files, the server log and the step's configuration by recompute() / problems().
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import concurrent.futures
 import json
 import pathlib
 import threading
+import time
 
 from proto import runner_report_pb2 as rpb
 from tools.runner import log_blocks
@@ -32,12 +39,13 @@ CR = rpb.CheckResult
 
 STEP = "concurrency"
 RESPONSES_FILE = f"{STEP}.responses.json"
+CLIENT_FILE = f"{STEP}.client.json"
 SERVER_LOG = f"{STEP}.server.log"
 
 PROMPTS = ("Once upon a time", "The capital of France is", "def fibonacci(n):", "In 1492, Columbus")
 N_PARALLEL = len(PROMPTS)
 SLOT_CTX = 256  # the tiny model's training context; real models get the same per-slot size
-N_PREDICT = 32
+N_PREDICT = 128  # decode steps enough that streams interleave despite a late-served request (2 busy cores)
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -87,28 +95,103 @@ def judge_divergence(concurrent: dict, sequential: dict, tie_tolerance: float) -
     return None, gap
 
 
+def parse_stream(conn: dict) -> tuple[dict, list[float], list[str]]:
+    """(the response the events add up to, the arrival times of the token events, problems) for one
+    streamed connection of the client file. Every line is untrusted: a malformed one is a problem."""
+    out: dict = {"tokens": [], "completion_probabilities": [], "content": "", "tokens_predicted": 0, "id_slot": None}
+    times: list[float] = []
+    problems: list[str] = []
+    stopped = False
+    if conn.get("status") != 200:
+        problems.append(f"HTTP status {conn.get('status')}")
+    if conn.get("end") != "eof":
+        problems.append(f"the stream ended with {conn.get('end')!r}")
+    for t, line in conn.get("events", []):
+        payload = line[len("data:"):].strip()
+        try:
+            ev = json.loads(payload)
+        except ValueError:
+            problems.append(f"unparsable event {payload[:80]!r}")
+            continue
+        if not isinstance(ev, dict) or "error" in ev:
+            problems.append(f"error event {payload[:200]!r}")
+            continue
+        try:
+            tokens = [int(x) for x in ev.get("tokens") or []]
+            probs = list(ev.get("completion_probabilities") or [])
+            content = str(ev.get("content") or "")
+            predicted = int(ev.get("tokens_predicted") or 0)
+            if not all(isinstance(p, dict) for p in probs):
+                raise TypeError("completion_probabilities entries are not objects")
+        except (TypeError, ValueError) as err:
+            problems.append(f"malformed event {payload[:80]!r}: {err}")
+            continue
+        if tokens or content:
+            times.append(float(t))
+        out["tokens"] += tokens
+        out["completion_probabilities"] += probs
+        out["content"] += content
+        out["tokens_predicted"] = max(out["tokens_predicted"], predicted)
+        out["id_slot"] = ev.get("id_slot", out["id_slot"])
+        stopped = stopped or bool(ev.get("stop"))
+    if not stopped:
+        problems.append("no final event (\"stop\": true)")
+    return out, times, problems
+
+
+def streamed_view(response: dict) -> dict:
+    """A non-streamed response as a stream shows it: a streamed event per completion_probabilities
+    entry (tokens ending inside a UTF-8 sequence have neither), so tokens are taken from those."""
+    probs = response.get("completion_probabilities") or []
+    return {"tokens": [int(p.get("id", -1)) for p in probs], "completion_probabilities": probs}
+
+
+def interleave(a: list[float], b: list[float]) -> bool:
+    """Each of the two connections received a token event strictly between the other's first and last."""
+    if len(a) < 2 or len(b) < 2:
+        return False
+    return any(b[0] < t < b[-1] for t in a) and any(a[0] < t < a[-1] for t in b)
+
+
 def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str]]:
-    """Counts, metrics and problems, from the kept responses, the server log and the config lines."""
+    """Counts, metrics and problems, from the client file, the kept sequential responses, the server
+    log and the step's configuration."""
     logs_dir = pathlib.Path(logs_dir)
     conf = {k: float(v) for k, v in log_blocks.step_config(logs_dir, STEP).items()}
     n_parallel, tie_tolerance = int(conf["n_parallel"]), conf["tie_tolerance_nats"]
     data = json.loads((logs_dir / RESPONSES_FILE).read_text())
-    prompts, concurrent_out, sequential_out = data["prompts"], data["concurrent"], data["sequential"]
+    prompts, sequential_out = data["prompts"], data["sequential"]
+    client = json.loads((logs_dir / CLIENT_FILE).read_text())
     problems: list[str] = []
+    concurrent_out, times = [], []
+    for i, conn in enumerate(client.get("connections", [])):
+        out, ts, bad = parse_stream(conn)
+        concurrent_out.append(out)
+        times.append(ts)
+        problems += [f"connection {i} ({conn.get('prompt')!r}): {p}" for p in bad]
     exact, near_ties, margins = 0, 0, []
     for prompt, a, b in zip(prompts, concurrent_out, sequential_out):
-        if a.get("tokens_predicted", 0) <= 0:
-            problems.append(f"{prompt!r}: no tokens predicted")
-        problem, margin = judge_divergence(a, b, tie_tolerance)
+        if a.get("tokens_predicted", 0) <= 0 or not a["tokens"]:
+            problems.append(f"{prompt!r}: no tokens streamed")
+        problem, margin = judge_divergence(a, streamed_view(b), tie_tolerance)
         if problem:
             problems.append(f"{prompt!r}: {problem}")
         elif margin is None:
+            if a["content"] != b.get("content"):
+                problems.append(f"{prompt!r}: the streamed text differs from the sequential run's though its tokens match")
             exact += 1
         else:
             near_ties += 1
             margins.append(margin)
     if not (len(prompts) == len(concurrent_out) == len(sequential_out) == n_parallel):
         problems.append(f"{len(concurrent_out)} concurrent / {len(sequential_out)} sequential responses for {n_parallel} prompts")
+    # Client side: every pair of streams must interleave on the client's clock.
+    pairs = [(i, j) for i in range(len(times)) for j in range(i + 1, len(times))]
+    apart = [(i, j) for i, j in pairs if not interleave(times[i], times[j])]
+    if len(times) < 2 or apart:
+        spans = "; ".join(f"{i}-{j}: {_span(times[i])} vs {_span(times[j])}" for i, j in apart[:6])
+        problems.append(f"the client saw no interleaving of streamed chunks for {len(apart)} of {len(pairs)} connection "
+                        f"pair(s) ({spans}): the server did not decode those requests at the same time")
     # Server side: the first n_parallel tasks are the concurrent requests, the rest the sequential run.
     server = parse_server_log((logs_dir / SERVER_LOG).read_text(errors="replace"))
     phase, rest = server.tasks[:n_parallel], server.tasks[n_parallel:]
@@ -119,11 +202,15 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         "tokens": sum(int(a.get("tokens_predicted", 0)) for a in concurrent_out),
         "exact_matches": exact,
         "near_tie_divergences": near_ties,
+        "client_connection_pairs": len(pairs),
+        "client_interleaved_pairs": len(pairs) - len(apart),
         "server_concurrent_tasks": len(phase),
         "server_max_busy_slots": busy,
         "server_distinct_slots": len(slots),
     }
     m: dict[str, float] = {"tie_tolerance_nats": tie_tolerance}
+    if all(times) and times:
+        m["wall_seconds_concurrent"] = max(t[-1] for t in times) - min(float(x.get("sent", 0)) for x in client["connections"])
     if margins:
         m["max_margin_at_divergence"] = max(margins)
     if phase and all(t.released is not None for t in phase):
@@ -140,6 +227,10 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
     return c, m, problems
 
 
+def _span(ts: list[float]) -> str:
+    return f"{ts[0]:.3f}-{ts[-1]:.3f}s" if ts else "no token event"
+
+
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
     c, m, _ = evaluate(logs_dir)
     return c, m
@@ -151,33 +242,40 @@ def run_concurrency(ctx: RunContext, step: Step, report: rpb.RunnerReport | None
     step.config("n_parallel", f"{N_PARALLEL}")
     step.config("tie_tolerance_nats", f"{tie_tolerance!r}")
     barrier = threading.Barrier(N_PARALLEL)
+    origin = time.monotonic()
 
     def together(prompt: str) -> dict:
         barrier.wait(timeout=60)  # all requests leave together
-        return srv.complete(prompt, n_predict, n_probs=N_PROBS)
+        return srv.stream(prompt, n_predict, origin, n_probs=N_PROBS, timeout_s=min(ctx.config.timeout_s, 300))
 
     try:
         with LlamaServer(ctx, step, N_PARALLEL, N_PARALLEL * SLOT_CTX) as srv:
             with concurrent.futures.ThreadPoolExecutor(N_PARALLEL) as pool:
-                concurrent_out = list(pool.map(together, PROMPTS))
+                streams = list(pool.map(together, PROMPTS))
             sequential_out = [srv.complete(p, n_predict, n_probs=N_PROBS) for p in PROMPTS]
     except (ServerError, OSError, ValueError, threading.BrokenBarrierError) as err:
         return CR.FAIL, f"{type(err).__name__}: {err}"
+    client = ctx.logs_dir / CLIENT_FILE
+    client.write_text(json.dumps({"clock": "client time.monotonic() seconds since the requests were prepared",
+                                  "n_predict": n_predict, "connections": streams}, indent=1, ensure_ascii=False))
+    step.extra_logs.append(client)
     responses = ctx.logs_dir / RESPONSES_FILE
-    responses.write_text(json.dumps({"prompts": list(PROMPTS), "concurrent": concurrent_out,
-                                     "sequential": sequential_out}, indent=1, ensure_ascii=False))
+    responses.write_text(json.dumps({"prompts": list(PROMPTS), "sequential": sequential_out}, indent=1, ensure_ascii=False))
     step.extra_logs.append(responses)
-    for prompt, a, b in zip(PROMPTS, concurrent_out, sequential_out):
-        step.log(f"{prompt!r}: concurrent slot {a.get('id_slot')} {a.get('content')!r} | sequential {b.get('content')!r}")
+    for prompt, conn, b in zip(PROMPTS, streams, sequential_out):
+        a, ts, _ = parse_stream(conn)
+        step.log(f"{prompt!r}: streamed on slot {a.get('id_slot')}, {len(ts)} token events {_span(ts)} "
+                 f"{a.get('content')!r} | sequential {b.get('content')!r}")
     c, m, problems = evaluate(ctx.logs_dir)
     step.result.counts.update(c)
     step.result.metrics.update(m)
     if problems:
         return CR.FAIL, "; ".join(problems)
     ties = f", {c['near_tie_divergences']} diverging only at near-ties" if c["near_tie_divergences"] else ""
-    return CR.PASS, (f"{c['concurrent_sequences']} concurrent sequences; server log: {c['server_max_busy_slots']} slots "
-                     f"processing at once over {c['server_distinct_slots']} distinct slots; {c['exact_matches']} identical "
-                     f"to the sequential run{ties} ({c['tokens']} tokens)")
+    return CR.PASS, (f"{c['concurrent_sequences']} concurrent streams, chunks interleaved on the client's clock for "
+                     f"{c['client_interleaved_pairs']} of {c['client_connection_pairs']} pairs; server log: "
+                     f"{c['server_max_busy_slots']} slots processing at once over {c['server_distinct_slots']} distinct "
+                     f"slots; {c['exact_matches']} identical to the sequential run{ties} ({c['tokens']} tokens)")
 
 
 def problems(logs_dir: pathlib.Path) -> list[str]:
