@@ -24,6 +24,8 @@ BOUNDS: dict[str, str] = {
     "reference_max_mean_kl": "max",
     "cancel_bound_s": "max",
     "sigint_exit_bound_s": "max",
+    "cancel_recovery_factor": "max",
+    "cancel_recovery_floor_s": "max",
     "memory_tolerance_mib": "max",
     "speed_floor_tg": "min",
     "speed_floor_pp": "min",

@@ -239,8 +239,14 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
 def run_concurrency(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     n_predict = max(ctx.config.n_predict, N_PREDICT)
     tie_tolerance = 2 * ctx.config.parity_max_abs_delta
+    # The run's fresh prompts (runner.run draws them; a replay cannot know them); the fixed ones
+    # only where a check is called without a run (unit tests).
+    prompts = tuple(ctx.challenge.server_prompts) if ctx.challenge is not None else PROMPTS
+    if len(prompts) != N_PARALLEL:
+        return CR.FAIL, f"the challenge has {len(prompts)} server prompts; the check sends {N_PARALLEL}"
     step.config("n_parallel", f"{N_PARALLEL}")
     step.config("tie_tolerance_nats", f"{tie_tolerance!r}")
+    step.config("prompts", json.dumps(list(prompts)))
     barrier = threading.Barrier(N_PARALLEL)
     origin = time.monotonic()
 
@@ -251,8 +257,8 @@ def run_concurrency(ctx: RunContext, step: Step, report: rpb.RunnerReport | None
     try:
         with LlamaServer(ctx, step, N_PARALLEL, N_PARALLEL * SLOT_CTX) as srv:
             with concurrent.futures.ThreadPoolExecutor(N_PARALLEL) as pool:
-                streams = list(pool.map(together, PROMPTS))
-            sequential_out = [srv.complete(p, n_predict, n_probs=N_PROBS) for p in PROMPTS]
+                streams = list(pool.map(together, prompts))
+            sequential_out = [srv.complete(p, n_predict, n_probs=N_PROBS) for p in prompts]
     except (ServerError, OSError, ValueError, threading.BrokenBarrierError) as err:
         return CR.FAIL, f"{type(err).__name__}: {err}"
     client = ctx.logs_dir / CLIENT_FILE
@@ -260,9 +266,9 @@ def run_concurrency(ctx: RunContext, step: Step, report: rpb.RunnerReport | None
                                   "n_predict": n_predict, "connections": streams}, indent=1, ensure_ascii=False))
     step.extra_logs.append(client)
     responses = ctx.logs_dir / RESPONSES_FILE
-    responses.write_text(json.dumps({"prompts": list(PROMPTS), "sequential": sequential_out}, indent=1, ensure_ascii=False))
+    responses.write_text(json.dumps({"prompts": list(prompts), "sequential": sequential_out}, indent=1, ensure_ascii=False))
     step.extra_logs.append(responses)
-    for prompt, conn, b in zip(PROMPTS, streams, sequential_out):
+    for prompt, conn, b in zip(prompts, streams, sequential_out):
         a, ts, _ = parse_stream(conn)
         step.log(f"{prompt!r}: streamed on slot {a.get('id_slot')}, {len(ts)} token events {_span(ts)} "
                  f"{a.get('content')!r} | sequential {b.get('content')!r}")
