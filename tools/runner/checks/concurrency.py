@@ -157,12 +157,14 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
     """Counts, metrics and problems, from the client file, the kept sequential responses, the server
     log and the step's configuration."""
     logs_dir = pathlib.Path(logs_dir)
-    conf = {k: float(v) for k, v in log_blocks.step_config(logs_dir, STEP).items()}
-    n_parallel, tie_tolerance = int(conf["n_parallel"]), conf["tie_tolerance_nats"]
+    conf = log_blocks.step_config(logs_dir, STEP)
+    n_parallel, tie_tolerance = int(float(conf["n_parallel"])), float(conf["tie_tolerance_nats"])
     data = json.loads((logs_dir / RESPONSES_FILE).read_text())
     prompts, sequential_out = data["prompts"], data["sequential"]
     client = json.loads((logs_dir / CLIENT_FILE).read_text())
     problems: list[str] = []
+    if "prompts" in conf and json.loads(conf["prompts"]) != prompts:  # runs that recorded their challenge
+        problems.append("the kept responses are for other prompts than the run's challenge")
     concurrent_out, times = [], []
     for i, conn in enumerate(client.get("connections", [])):
         out, ts, bad = parse_stream(conn)
