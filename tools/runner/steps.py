@@ -10,8 +10,10 @@ import ctypes
 import ctypes.util
 import dataclasses
 import functools
+import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -20,12 +22,31 @@ import time
 from collections.abc import Sequence
 
 from proto import runner_report_pb2 as rpb
+from tools.core import atomic_files
 from tools.runner import exits, log_blocks, run_lock
 
 CR = rpb.CheckResult
 
-# llama.cpp reads LLAMA_ARG_* from the environment as if they were flags; a certification run must
-# not inherit them.
+# The environment of every process the runner starts is built from an allowlist, never by
+# stripping what is known to be dangerous: LD_PRELOAD/LD_AUDIT (code injected into every lane
+# process), LD_LIBRARY_PATH (overrides the lanes' RUNPATH), GGML_* (GGML_BACKEND_PATH loads an extra
+# backend), LLAMA_* (llama.cpp reads LLAMA_ARG_* as flags) and anything else inherited stay out.
+ENV_ALLOWED = ("PATH", "HOME", "LANG", "TMPDIR", "TZ")
+ENV_ALLOWED_PREFIXES = ("LC_",)
+# Device selection the operator gives the run (passed on and logged like the rest): the Vulkan
+# loader's ICD manifests (how preflight tells an operator to name the driver) and the CUDA/ROCm
+# device masks (the run's --gpu_index counts within them).
+ENV_DEVICE_SELECTION = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                        "VK_DRIVER_FILES", "VK_ICD_FILENAMES")
+# Set by the runner itself in os.environ during a run (preflight_devices: the Vulkan device it
+# chose); an inherited value is dropped when the run's tracker starts, so any value is the runner's.
+ENV_RUNNER_SET = ("GGML_VK_VISIBLE_DEVICES",)
+# The runner's own Python probes (argv[0] is the runner's interpreter) need its module path.
+_ENV_RUNNER_PYTHON = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE")
+_SENSITIVE_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+REDACTED = "<redacted>"
+ENV_SUFFIX = ".env.json"
+
 _STRIPPED_ENV_PREFIXES = ("LLAMA_ARG_",)
 
 
@@ -33,20 +54,64 @@ def without_inherited_llama_args(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not k.startswith(_STRIPPED_ENV_PREFIXES)}
 
 
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = without_inherited_llama_args(dict(os.environ))
+def _allowed(name: str) -> bool:
+    return name in ENV_ALLOWED or name.startswith(ENV_ALLOWED_PREFIXES) or name in ENV_DEVICE_SELECTION
+
+
+def child_env(extra: dict[str, str] | None = None, argv0: str | None = None) -> dict[str, str]:
+    """The environment of a process the runner starts: the allowlisted names from the runner's own
+    environment, the runner's own additions, then `extra` (explicitly passed by the caller)."""
+    env = {k: v for k, v in os.environ.items() if _allowed(k)}
+    env.update({k: os.environ[k] for k in ENV_RUNNER_SET if k in os.environ})
+    if argv0 is not None and argv0 == sys.executable:
+        env.update({k: os.environ[k] for k in _ENV_RUNNER_PYTHON if k in os.environ})
     env.update(extra or {})
     return env
 
 
-# prctl(2) option: the signal a child gets when the thread that forked it dies.
+def explicit_extras(env: dict[str, str]) -> dict[str, str]:
+    """What a caller-built environment (os.environ plus its own settings, as ctest_run builds one)
+    adds or changes: those are passed on; what it merely inherited goes through the allowlist."""
+    return {k: v for k, v in without_inherited_llama_args(env).items() if os.environ.get(k) != v}
+
+
+def shown_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment as logged: values of names that look like credentials redacted."""
+    return {k: (REDACTED if _SENSITIVE_NAME.search(k) else v) for k, v in sorted(env.items())}
+
+
+def env_path(logs_dir: pathlib.Path, step: str) -> pathlib.Path:
+    return pathlib.Path(logs_dir) / f"{step}{ENV_SUFFIX}"
+
+
+def load_env_record(path: pathlib.Path) -> dict:
+    """A step's environment record: {"environments": [{"commands": [argv0...], "env": {...}}],
+    "dropped": [names]} (empty when the step started no process)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
+# prctl(2) options: the signal a child gets when the thread that forked it dies; and "child
+# subreaper": orphaned descendants (a double-forked daemon) re-parent to this process, not to init.
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 _LIBC = None
 if sys.platform.startswith("linux"):
     try:
         _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     except OSError:
         _LIBC = None
+
+
+def become_child_subreaper(on: bool = True) -> bool:
+    """PR_SET_CHILD_SUBREAPER on this process (Linux): a lane's double-forked, setsid child then
+    re-parents to the runner, so cleanup finds it among the runner's descendants even if it cleared
+    its environment. False where unsupported."""
+    if _LIBC is None:
+        return False
+    return _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
 
 
 def _bind_to_parent(parent_pid: int) -> None:
@@ -74,21 +139,33 @@ class ProcessTracker:
         self.procs: list[subprocess.Popen] = []
         self.run_id = run_lock.new_run_id()
         self.lock: run_lock.RunLock | None = None
+        self.step: Step | None = None  # the step whose log records the environment of what starts now
+        self.extra_env: dict[str, str] = {}  # explicitly given to every child (logged like the rest)
+        self.subreaper = become_child_subreaper()
+        for name in ENV_RUNNER_SET:  # from here on, a value is the runner's own (child_env)
+            os.environ.pop(name, None)
 
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
 
-    def popen(self, argv: Sequence[str], **kwargs) -> subprocess.Popen:
-        env = dict(kwargs.get("env") or child_env())
+    def popen(self, argv: Sequence[str], *, extra_env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+        """Starts argv in the clean environment (child_env): `extra_env`, or what a caller-built
+        `env` adds to os.environ, is passed on; the rest is the allowlist. The current step records it."""
+        argv = [str(a) for a in argv]
+        extra = {**self.extra_env, **(extra_env or {})}
+        if kwargs.get("env") is not None:
+            extra = {**explicit_extras(kwargs["env"]), **extra}
+        env = child_env(extra, argv[0])
         env[run_lock.RUN_ID_ENV] = self.run_id
         kwargs["env"] = env
+        if self.step is not None:
+            self.step.record_env(argv[0], env)
         kwargs.setdefault("stdin", subprocess.DEVNULL)
         # Own process group: a timeout kills the binary and anything it started.
         kwargs.setdefault("start_new_session", True)
         if threading.current_thread() is threading.main_thread() and "preexec_fn" not in kwargs:
             kwargs["preexec_fn"] = functools.partial(_bind_to_parent, os.getpid())
-        argv = [str(a) for a in argv]
         proc = subprocess.Popen(argv, **kwargs)
         self.procs.append(proc)
         if self.lock is not None:
@@ -147,6 +224,29 @@ class Step:
         self._config: dict[str, str] = {}
         self.config_path = log_blocks.config_path(logs_dir, name)
         self.config_path.unlink(missing_ok=True)  # a reused --out_dir: only this run's configuration
+        self.env_path = env_path(logs_dir, name)
+        self.env_path.unlink(missing_ok=True)
+        self._envs: list[dict] = []
+        self._env_lock = threading.Lock()
+        tracker.step = self
+
+    def record_env(self, argv0: str, env: dict[str, str]) -> None:
+        """The environment a process of this step got, into <step>.env.json (runner-owned, digested
+        with the step's logs): each distinct environment once, with the commands that got it, and
+        the names of the runner's own variables that no process got (values left out)."""
+        shown = shown_env(env)
+        with self._env_lock:
+            entry = next((e for e in self._envs if e["env"] == shown), None)
+            if entry is None:
+                entry = {"commands": [], "env": shown}
+                self._envs.append(entry)
+            if argv0 not in entry["commands"]:
+                entry["commands"].append(argv0)
+            passed = {k for e in self._envs for k in e["env"]}
+            record = {"environments": self._envs, "dropped": sorted(k for k in os.environ if k not in passed)}
+            atomic_files.write_bytes_atomic(self.env_path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
+            if self.env_path not in self.extra_logs:
+                self.extra_logs.append(self.env_path)
 
     def config(self, key: str, value: object) -> None:
         """One configuration value of this step, into <step>.config.json (digested with its logs);
@@ -191,5 +291,7 @@ class Step:
         self.result.message = message
         self.log(f"# {CR.Status.Name(status)}: {message}")
         self._log.close()
+        if self.tracker.step is self:
+            self.tracker.step = None
         self.exit_path.write_text(f"{0 if status == CR.PASS else 1} {CR.Status.Name(status)}\n")
         return self.result
