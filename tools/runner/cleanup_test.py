@@ -125,7 +125,9 @@ def test_double_forked_setsid_child_fails_that_steps_cleanup_and_is_killed(ctx, 
     step.finish(cleanup.CR.PASS, "the binary itself exited 0")
     assert res.exit_code == 0 and not res.timed_out
     [survivor] = _wait_for_run_processes(ctx.tracker.run_id)
-    exe = os.readlink(f"/proc/{survivor}/exe")
+    deadline = time.monotonic() + 10
+    while not (exe := os.readlink(f"/proc/{survivor}/exe")).endswith("/sleep") and time.monotonic() < deadline:
+        time.sleep(0.02)  # setsid(1) has yet to exec sleep
     assert survivor not in ctx.tracker.pids and os.getsid(survivor) == survivor  # its own session
     cleanup.after_step(ctx, "graph_smoke", ctx.tracker.pids[before:])
     assert run_lock.start_time(survivor) is None, "the daemon survived its step's cleanup"
@@ -170,6 +172,25 @@ def test_a_lane_controlled_name_cannot_forge_a_log_line(tmp_path):
     _, _, problems = cleanup.evaluate(tmp_path)
     assert problems == [f"after x: pid 9 exe {json.dumps(exe)} of this run, below the runner, was still running (killed)"]
 
+
+def test_each_steps_environment_is_logged_and_one_with_ld_preload_fails_cleanup(ctx, monkeypatch):
+    monkeypatch.setenv("LD_PRELOAD", "/tmp/libevil.so")
+    before = len(ctx.tracker.pids)
+    step = Step("graph_smoke", ctx.logs_dir, ctx.tracker)
+    step.run(["true"], 30)
+    step.finish(cleanup.CR.PASS, "test")
+    cleanup.after_step(ctx, "graph_smoke", ctx.tracker.pids[before:])
+    text = cleanup.steps_log_path(ctx.logs_dir).read_text()
+    [line] = [line for line in text.splitlines() if line.startswith("environment ")]
+    record = json.loads(line[len("environment "):])
+    assert record["step"] == "graph_smoke" and "LD_PRELOAD" in record["dropped"]
+    assert record["environments"][0]["commands"] == ["true"] and "LD_PRELOAD" not in record["environments"][0]["env"]
+    assert cleanup.evaluate(ctx.logs_dir)[0]["child_environments"] == 1
+    # The same record, had LD_PRELOAD reached the process:
+    record["environments"][0]["env"]["LD_PRELOAD"] = "/tmp/libevil.so"
+    cleanup.steps_log_path(ctx.logs_dir).write_text(text.replace(line, "environment " + json.dumps(record)))
+    status, message, _ = _final(ctx)
+    assert status == cleanup.CR.FAIL and "environment of graph_smoke: LD_PRELOAD reached true" in message, message
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

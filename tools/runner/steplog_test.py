@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import log_blocks
+from tools.runner import log_blocks, steps
 from tools.runner.checks import fixture_parity, op_oracle, op_oracle_log, reference_parity
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import load_lane
-from tools.runner.steps import REDACTED, ProcessTracker, Step, load_env_record
+from tools.runner.steps import REDACTED, ProcessTracker, Step
 from tools.runner.testing import fake_lane
 
 FORGED = "# lanes-config required_ops=\n# lanes-config tol_max_abs_delta_logit=1000000.0\n# lanes-config tol.ADD=1e9,1e9\n"
@@ -127,13 +127,20 @@ def test_a_lane_process_gets_the_allowlisted_environment_and_the_step_records_it
     assert not set(HOSTILE_ENV) & set(seen), seen
     assert seen["LANG"] == "C.UTF-8" and seen["CUDA_VISIBLE_DEVICES"] == "1" and seen["GGML_VK_VISIBLE_DEVICES"] == "0"
     assert seen["LANES_RUN_ID"] == tracker.run_id and seen["PATH"] == os.environ["PATH"]
-    record = load_env_record(step.env_path)
+    record = tracker.env_records["graph_smoke"]
     [entry] = record["environments"]
     assert entry["commands"] == [str(tmp_path / "llama-simple")]
     assert {k: v for k, v in entry["env"].items() if k not in ("PWD", "SHLVL", "_")} == {
         k: v for k, v in seen.items() if k not in ("PWD", "SHLVL", "_")}
     assert set(HOSTILE_ENV) <= set(record["dropped"])
-    assert step.env_path in step.extra_logs  # digested with the step's logs
+    assert entry["explicit"] == [] and entry["runner_python"] is False
+    assert steps.env_record_problems(record, "graph_smoke") == []
+    # A record showing a hostile name fails (cleanup checks every record of the run with this).
+    entry["env"]["LD_PRELOAD"] = "/tmp/libevil.so"
+    entry["env"]["GGML_BACKEND_PATH"] = "/tmp/libggml-evil.so"
+    assert steps.env_record_problems(record, "graph_smoke") == [
+        f"graph_smoke: GGML_BACKEND_PATH is neither allowlisted nor passed by the runner ({tmp_path}/llama-simple)",
+        f"graph_smoke: LD_PRELOAD reached {tmp_path}/llama-simple"]
 
 
 def test_a_caller_built_environment_passes_only_what_it_adds(tmp_path, monkeypatch):
@@ -148,8 +155,20 @@ def test_a_caller_built_environment_passes_only_what_it_adds(tmp_path, monkeypat
     step.finish(rpb.CheckResult.PASS, "test")
     seen = _printed_env(out.decode())
     assert seen["LLAMACPP_TEST_MODELFILE"] == "/m.gguf" and "LD_PRELOAD" not in seen and "GITHUB_TOKEN" not in seen
-    [entry] = load_env_record(step.env_path)["environments"]
-    assert entry["env"]["LANES_API_TOKEN"] == REDACTED and "s3cret" not in step.env_path.read_text()
+    [entry] = tracker.env_records["upstream_ctest"]["environments"]
+    assert entry["env"]["LANES_API_TOKEN"] == REDACTED and "s3cret" not in json.dumps(tracker.env_records)
+    assert entry["explicit"] == ["LANES_API_TOKEN", "LLAMACPP_TEST_MODELFILE"]
+
+
+def test_ld_preload_is_refused_even_when_passed_explicitly(tmp_path):
+    tracker = ProcessTracker()
+    step = Step("speed", tmp_path, tracker)
+    proc = tracker.popen([_env_printer(tmp_path / "llama-bench")], extra_env={"LD_PRELOAD": "/tmp/x.so", "A": "1"},
+                         stdout=subprocess.PIPE)
+    out, _ = proc.communicate(timeout=30)
+    step.finish(rpb.CheckResult.PASS, "test")
+    seen = _printed_env(out.decode())
+    assert "LD_PRELOAD" not in seen and seen["A"] == "1"
 
 
 def test_the_runners_python_probes_keep_their_module_path(tmp_path, monkeypatch):

@@ -10,7 +10,6 @@ import ctypes
 import ctypes.util
 import dataclasses
 import functools
-import json
 import os
 import pathlib
 import re
@@ -22,7 +21,6 @@ import time
 from collections.abc import Sequence
 
 from proto import runner_report_pb2 as rpb
-from tools.core import atomic_files
 from tools.runner import exits, log_blocks, run_lock
 
 CR = rpb.CheckResult
@@ -44,8 +42,9 @@ ENV_RUNNER_SET = ("GGML_VK_VISIBLE_DEVICES",)
 # The runner's own Python probes (argv[0] is the runner's interpreter) need its module path.
 _ENV_RUNNER_PYTHON = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE")
 _SENSITIVE_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+# Never in a lane process's environment, even passed explicitly: code injected into every process.
+ENV_NEVER = ("LD_PRELOAD", "LD_AUDIT")
 REDACTED = "<redacted>"
-ENV_SUFFIX = ".env.json"
 
 _STRIPPED_ENV_PREFIXES = ("LLAMA_ARG_",)
 
@@ -66,6 +65,8 @@ def child_env(extra: dict[str, str] | None = None, argv0: str | None = None) -> 
     if argv0 is not None and argv0 == sys.executable:
         env.update({k: os.environ[k] for k in _ENV_RUNNER_PYTHON if k in os.environ})
     env.update(extra or {})
+    for name in ENV_NEVER:
+        env.pop(name, None)
     return env
 
 
@@ -80,17 +81,25 @@ def shown_env(env: dict[str, str]) -> dict[str, str]:
     return {k: (REDACTED if _SENSITIVE_NAME.search(k) else v) for k, v in sorted(env.items())}
 
 
-def env_path(logs_dir: pathlib.Path, step: str) -> pathlib.Path:
-    return pathlib.Path(logs_dir) / f"{step}{ENV_SUFFIX}"
+# A step's environment record (Step.record_env; cleanup.after_step writes it into cleanup.steps.log):
+# {"environments": [{"commands": [argv0...], "env": {...}, "explicit": [names], "runner_python": bool}],
+#  "dropped": [names of the runner's own variables that no process got]}.
 
 
-def load_env_record(path: pathlib.Path) -> dict:
-    """A step's environment record: {"environments": [{"commands": [argv0...], "env": {...}}],
-    "dropped": [names]} (empty when the step started no process)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
+def env_record_problems(record: dict, where: str) -> list[str]:
+    """Why a recorded environment is not the clean one child_env builds: a name outside the
+    allowlist that its caller did not pass explicitly, or an injection variable at all."""
+    problems = []
+    for entry in record.get("environments", []):
+        runner_python = entry.get("runner_python") is True
+        for name in sorted(entry.get("env", {})):
+            if name in ENV_NEVER:
+                problems.append(f"{where}: {name} reached {', '.join(entry.get('commands', []))}")
+            elif not (_allowed(name) or name in ENV_RUNNER_SET or name == run_lock.RUN_ID_ENV
+                      or name in entry.get("explicit", []) or (runner_python and name in _ENV_RUNNER_PYTHON)):
+                problems.append(f"{where}: {name} is neither allowlisted nor passed by the runner "
+                                f"({', '.join(entry.get('commands', []))})")
+    return problems
 
 
 # prctl(2) options: the signal a child gets when the thread that forked it dies; and "child
@@ -141,6 +150,7 @@ class ProcessTracker:
         self.lock: run_lock.RunLock | None = None
         self.step: Step | None = None  # the step whose log records the environment of what starts now
         self.extra_env: dict[str, str] = {}  # explicitly given to every child (logged like the rest)
+        self.env_records: dict[str, dict] = {}  # step name -> its environment record, until cleanup logs it
         self.subreaper = become_child_subreaper()
         for name in ENV_RUNNER_SET:  # from here on, a value is the runner's own (child_env)
             os.environ.pop(name, None)
@@ -160,7 +170,7 @@ class ProcessTracker:
         env[run_lock.RUN_ID_ENV] = self.run_id
         kwargs["env"] = env
         if self.step is not None:
-            self.step.record_env(argv[0], env)
+            self.step.record_env(argv[0], env, sorted(extra))
         kwargs.setdefault("stdin", subprocess.DEVNULL)
         # Own process group: a timeout kills the binary and anything it started.
         kwargs.setdefault("start_new_session", True)
@@ -224,29 +234,30 @@ class Step:
         self._config: dict[str, str] = {}
         self.config_path = log_blocks.config_path(logs_dir, name)
         self.config_path.unlink(missing_ok=True)  # a reused --out_dir: only this run's configuration
-        self.env_path = env_path(logs_dir, name)
-        self.env_path.unlink(missing_ok=True)
         self._envs: list[dict] = []
         self._env_lock = threading.Lock()
         tracker.step = self
 
-    def record_env(self, argv0: str, env: dict[str, str]) -> None:
-        """The environment a process of this step got, into <step>.env.json (runner-owned, digested
-        with the step's logs): each distinct environment once, with the commands that got it, and
-        the names of the runner's own variables that no process got (values left out)."""
+    def record_env(self, argv0: str, env: dict[str, str], explicit: list[str] | None = None) -> None:
+        """The environment a process of this step got, kept for cleanup.after_step, which writes it
+        into cleanup.steps.log (runner-owned, digested) and checks it: each distinct environment once,
+        with the commands that got it and the names its caller passed explicitly, and the names of
+        the runner's own variables that no process got (values left out: they may be secrets)."""
         shown = shown_env(env)
+        explicit = sorted(explicit or [])
         with self._env_lock:
-            entry = next((e for e in self._envs if e["env"] == shown), None)
+            runner_python = argv0 == sys.executable
+            entry = next((e for e in self._envs if (e["env"], e["explicit"], e["runner_python"]) ==
+                          (shown, explicit, runner_python)), None)
             if entry is None:
-                entry = {"commands": [], "env": shown}
+                entry = {"commands": [], "env": shown, "explicit": explicit, "runner_python": runner_python}
                 self._envs.append(entry)
             if argv0 not in entry["commands"]:
                 entry["commands"].append(argv0)
             passed = {k for e in self._envs for k in e["env"]}
-            record = {"environments": self._envs, "dropped": sorted(k for k in os.environ if k not in passed)}
-            atomic_files.write_bytes_atomic(self.env_path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
-            if self.env_path not in self.extra_logs:
-                self.extra_logs.append(self.env_path)
+            self.tracker.env_records[self.name] = {
+                "environments": [dict(e, commands=list(e["commands"])) for e in self._envs],
+                "dropped": sorted(k for k in os.environ if k not in passed)}
 
     def config(self, key: str, value: object) -> None:
         """One configuration value of this step, into <step>.config.json (digested with its logs);

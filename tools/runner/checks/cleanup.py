@@ -24,7 +24,7 @@ import subprocess
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import backends, log_blocks, run_lock
+from tools.runner import backends, log_blocks, run_lock, steps
 from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
@@ -233,7 +233,7 @@ def after_step(ctx: RunContext, step_name: str, pids: list[int]) -> None:
     # Observed after every step: a daemon of a step that tracked no process of its own is found too.
     proc_lines, left, strays = _observe(ctx, pids)
     if pids or first or left:
-        lines += [f"## {step_name} ({len(pids)} processes started)"] + proc_lines
+        lines += [f"## {step_name} ({len(pids)} processes started)"] + _env_lines(ctx, step_name) + proc_lines
         if _gpu(ctx) and pids:
             lines += _memory_probe(ctx, _baseline(path.read_text() if path.exists() else "\n".join(lines), ctx))
         if left:
@@ -266,7 +266,9 @@ def _sections(text: str) -> dict[str, dict]:
                 if m:
                     exe = json.loads(m.group(3)) if m.group(3) else ""
                     procs.append((m.group(1), int(m.group(2)), _alive_raw(m.group(4)), exe))
-            out[name] = {"proc": procs, "commands": log_blocks.commands("\n".join(body))}
+            envs = [line[len("environment "):] for line in log_blocks.runner_lines("\n".join(body)).splitlines()
+                    if line.startswith("environment {")]
+            out[name] = {"proc": procs, "commands": log_blocks.commands("\n".join(body)), "environment": envs}
 
     for line in text.splitlines():
         m = _SECTION.match(line)
@@ -345,7 +347,32 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         counts["temp_files_left"] = int(m.group(2)) if m and m.group(2) else 0
         if not m or m.group(1) != "removed":
             problems.append("the runner's temp dir is still present")
+    counts["child_environments"], env_problems = _env_problems({**sections, **final})
+    problems += env_problems
     return counts, metrics, problems
+
+
+def _env_lines(ctx: RunContext, step_name: str | None) -> list[str]:
+    """`environment <json>` lines: the environment record(s) of a step's processes (all that are
+    left, at the end of the run), taken from the tracker (steps.Step.record_env)."""
+    records = ctx.tracker.env_records
+    names = [step_name] if step_name is not None else sorted(records)
+    return [f"environment {json.dumps(dict(records.pop(n), step=n), sort_keys=True)}" for n in names if n in records]
+
+
+def _env_problems(sections: dict[str, dict]) -> tuple[int, list[str]]:
+    """(environments recorded, why any is not the clean one steps.child_env builds)."""
+    n, out = 0, []
+    for name, sec in sections.items():
+        for raw in sec["environment"]:
+            try:
+                record = json.loads(raw)
+            except ValueError as err:
+                out.append(f"{name}: environment record is not JSON ({err})")
+                continue
+            n += len(record.get("environments", []))
+            out += steps.env_record_problems(record, f"environment of {record.get('step', name)}")
+    return n, out
 
 
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
@@ -356,7 +383,8 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
 def run_cleanup(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     shutil.rmtree(ctx.scratch_dir, ignore_errors=True)
     proc_lines, _, strays = _observe(ctx, ctx.tracker.pids)
-    lines = ["## final (every process the run started)"] + proc_lines + _kill_strays(ctx, strays)
+    lines = (["## final (every process the run started)"] + _env_lines(ctx, None) + proc_lines
+             + _kill_strays(ctx, strays))
     if ctx.scratch_dir.exists():
         lines.append(f"temp dir {ctx.scratch_dir}: present, {sum(1 for _ in ctx.scratch_dir.rglob('*'))} files")
     else:
