@@ -7,7 +7,7 @@ import importlib
 from tests.red_team.case import RedTeamCase
 
 # One module per area; each exports CASES.
-MODULES = ()
+MODULES = ("cases_proc",)
 
 
 def all_cases() -> list[RedTeamCase]:

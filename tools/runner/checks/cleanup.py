@@ -375,6 +375,12 @@ def _env_problems(sections: dict[str, dict]) -> tuple[int, list[str]]:
     return n, out
 
 
+def environment_problems(logs_dir: pathlib.Path) -> list[str]:
+    """Why the recorded child environments of a run (so far) are not the clean ones."""
+    sections = {**_sections(log_blocks.read(logs_dir / STEPS_LOG)), **_sections(log_blocks.read(logs_dir / "cleanup.log"))}
+    return _env_problems(sections)[1]
+
+
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
     counts, metrics, _ = evaluate(logs_dir)
     return counts, metrics
