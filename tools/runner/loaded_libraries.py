@@ -63,4 +63,3 @@ def foreign_libraries(pid: int, lane_dir: str | os.PathLike, allowed_roots: tupl
         if not _under(_real(path), roots):
             found.add(path)
     return sorted(found)
-

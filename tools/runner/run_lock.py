@@ -21,6 +21,11 @@ Who ends a killed run's processes (issue 15):
     by `ps`, no environment scan, so grandchildren are found only through their process group).
 A process is only ever killed when it provably belongs to the dead run: same pid AND same start
 time AND same argv[0] as recorded, or (Linux) LANES_RUN_ID=<that run's id> in its environment.
+The lock records its runner's uid and user: another user's live run is named, never to be killed.
+
+Staging dirs (make_staging_dir) carry their owner's pid in their name, but what keeps them is an
+flock on STAGING_FLOCK inside, held by the owner for its lifetime: a sweeper in another PID
+namespace cannot see the pid, but it sees the flock (sweep_stale_staging, staging_in_use).
 Only stdlib here: the watchdog starts in milliseconds and tools/evidence can import this.
 """
 

@@ -141,7 +141,9 @@ class ProcessTracker:
     binary and whatever it started), PR_SET_PDEATHSIG=SIGKILL on Linux, LANES_RUN_ID=<run id> in its
     environment, and an entry in the run lock (run_lock.py) once `lock` is set, so a watchdog or the
     next run's preflight can kill it if the runner was killed. macOS has no PDEATHSIG: there only
-    the watchdog and the next preflight cover it.
+    the watchdog and the next preflight cover it. The runner is a child subreaper (Linux), so a
+    child's daemon re-parents to it and cleanup finds it. Every child gets child_env's allowlisted
+    environment, recorded per step (Step.record_env) for cleanup to log and check.
     """
 
     def __init__(self) -> None:
