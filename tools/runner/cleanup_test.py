@@ -3,10 +3,17 @@ sub-result and the final cleanup check, with per-step figures recomputed from th
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 
+from tools.runner import run_lock, steps
 from tools.runner.checks import cleanup
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import load_lane
@@ -89,6 +96,101 @@ def test_zombie_and_gone_are_not_leftovers(tmp_path):
     counts, _, problems = cleanup.evaluate(tmp_path)
     assert problems == [] and counts["step.x.processes_left"] == 0
 
+
+# A lane binary that daemonises: a double fork (subshell, background job) and setsid, its output
+# closed so that the step does not wait for it, then the binary exits as if it were done.
+DAEMONISING = "#!/bin/sh\n( setsid sleep 300 </dev/null >/dev/null 2>&1 & )\necho done\n"
+
+
+def _daemonising_binary(path):
+    path.write_text(DAEMONISING)
+    path.chmod(0o755)
+    return path
+
+
+def _wait_for_run_processes(run_id, n=1, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = cleanup.run_id_processes(run_id)[0]
+        if len(found) >= n:
+            return found
+        time.sleep(0.05)
+    return cleanup.run_id_processes(run_id)[0]
+
+
+def test_double_forked_setsid_child_fails_that_steps_cleanup_and_is_killed(ctx, tmp_path):
+    before = len(ctx.tracker.pids)
+    step = Step("graph_smoke", ctx.logs_dir, ctx.tracker)
+    res = step.run([_daemonising_binary(tmp_path / "llama-simple")], 30)
+    step.finish(cleanup.CR.PASS, "the binary itself exited 0")
+    assert res.exit_code == 0 and not res.timed_out
+    [survivor] = _wait_for_run_processes(ctx.tracker.run_id)
+    deadline = time.monotonic() + 10
+    while not (exe := os.readlink(f"/proc/{survivor}/exe")).endswith("/sleep") and time.monotonic() < deadline:
+        time.sleep(0.02)  # setsid(1) has yet to exec sleep
+    assert survivor not in ctx.tracker.pids and os.getsid(survivor) == survivor  # its own session
+    cleanup.after_step(ctx, "graph_smoke", ctx.tracker.pids[before:])
+    assert run_lock.start_time(survivor) is None, "the daemon survived its step's cleanup"
+    status, message, _ = _final(ctx)
+    assert status == cleanup.CR.FAIL
+    assert f"after graph_smoke: pid {survivor} exe {json.dumps(exe)} of this run" in message, message
+    counts, _ = cleanup.recompute(ctx.logs_dir)
+    assert counts["step.graph_smoke.processes_left"] == 1 and counts["steps_failed"] == 1
+    assert counts["processes_left"] == 0  # killed: the end of the run is clean again
+
+
+def test_environ_scan_finds_a_daemon_outside_the_runners_tree(ctx, tmp_path):
+    """Without the subreaper (or after the daemon re-parented past it) only LANES_RUN_ID finds it."""
+    assert steps.become_child_subreaper(False)
+    try:
+        env = dict(os.environ, **{run_lock.RUN_ID_ENV: ctx.tracker.run_id})
+        subprocess.run([str(_daemonising_binary(tmp_path / "d"))], env=env, check=True, stdout=subprocess.DEVNULL)
+        [daemon] = _wait_for_run_processes(ctx.tracker.run_id)
+    finally:
+        steps.become_child_subreaper(True)
+    try:
+        assert daemon not in cleanup.descendants(os.getpid())
+        pids, read, unreadable = cleanup.run_id_processes(ctx.tracker.run_id)
+        assert pids == [daemon] and read > 0 and unreadable >= 0
+        cleanup.after_step(ctx, "speed", [])
+        assert _wait_for_run_processes(ctx.tracker.run_id, timeout=0.5) == []
+        text = cleanup.steps_log_path(ctx.logs_dir).read_text()
+        assert f"environ pid {daemon} exe " in text and "environ scan: " in text
+        _, _, problems = cleanup.evaluate(ctx.logs_dir)
+        assert any(f"after speed: pid {daemon} exe " in p and "LANES_RUN_ID" in p for p in problems), problems
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(daemon, signal.SIGKILL)
+
+
+def test_a_lane_controlled_name_cannot_forge_a_log_line(tmp_path):
+    exe = '/tmp/a": gone\ntracked pid 9: gone'
+    (tmp_path / cleanup.STEPS_LOG).write_text(
+        "# lanes-config backend=cpu\n## x (1 processes started)\ntracked pid 5: gone\n"
+        f"descendant pid 9 exe {json.dumps(exe)}: /proc/9/stat: 9 (x) S 1 9 9 0\n")
+    (tmp_path / "cleanup.log").write_text("## final\ntracked pid 5: gone\ntemp dir /t: removed\n")
+    _, _, problems = cleanup.evaluate(tmp_path)
+    assert problems == [f"after x: pid 9 exe {json.dumps(exe)} of this run, below the runner, was still running (killed)"]
+
+
+def test_each_steps_environment_is_logged_and_one_with_ld_preload_fails_cleanup(ctx, monkeypatch):
+    monkeypatch.setenv("LD_PRELOAD", "/tmp/libevil.so")
+    before = len(ctx.tracker.pids)
+    step = Step("graph_smoke", ctx.logs_dir, ctx.tracker)
+    step.run(["true"], 30)
+    step.finish(cleanup.CR.PASS, "test")
+    cleanup.after_step(ctx, "graph_smoke", ctx.tracker.pids[before:])
+    text = cleanup.steps_log_path(ctx.logs_dir).read_text()
+    [line] = [line for line in text.splitlines() if line.startswith("environment ")]
+    record = json.loads(line[len("environment "):])
+    assert record["step"] == "graph_smoke" and "LD_PRELOAD" in record["dropped"]
+    assert record["environments"][0]["commands"] == ["true"] and "LD_PRELOAD" not in record["environments"][0]["env"]
+    assert cleanup.evaluate(ctx.logs_dir)[0]["child_environments"] == 1
+    # The same record, had LD_PRELOAD reached the process:
+    record["environments"][0]["env"]["LD_PRELOAD"] = "/tmp/libevil.so"
+    cleanup.steps_log_path(ctx.logs_dir).write_text(text.replace(line, "environment " + json.dumps(record)))
+    status, message, _ = _final(ctx)
+    assert status == cleanup.CR.FAIL and "environment of graph_smoke: LD_PRELOAD reached true" in message, message
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

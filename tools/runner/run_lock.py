@@ -21,6 +21,11 @@ Who ends a killed run's processes (issue 15):
     by `ps`, no environment scan, so grandchildren are found only through their process group).
 A process is only ever killed when it provably belongs to the dead run: same pid AND same start
 time AND same argv[0] as recorded, or (Linux) LANES_RUN_ID=<that run's id> in its environment.
+The lock records its runner's uid and user: another user's live run is named, never to be killed.
+
+Staging dirs (make_staging_dir) carry their owner's pid in their name, but what keeps them is an
+flock on STAGING_FLOCK inside, held by the owner for its lifetime: a sweeper in another PID
+namespace cannot see the pid, but it sees the flock (sweep_stale_staging, staging_in_use).
 Only stdlib here: the watchdog starts in milliseconds and tools/evidence can import this.
 """
 
@@ -94,6 +99,17 @@ def lock_dir() -> pathlib.Path:
     return pathlib.Path(tempfile.gettempdir()) / "lanes-runner"
 
 
+def _make_lock_dir(directory: pathlib.Path) -> None:
+    """The default directory in the shared temp dir is every user's (sticky, like /tmp): a device's
+    lock there excludes every user's runs on it."""
+    if directory.is_dir():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    if directory == pathlib.Path(tempfile.gettempdir()) / "lanes-runner" and directory.stat().st_uid == os.getuid():
+        with contextlib.suppress(OSError):
+            os.chmod(directory, 0o1777)
+
+
 def device_key(backend: str = "cpu", gpu_index: int = 0) -> str:
     return "cpu" if backend == "cpu" else f"gpu{gpu_index}"
 
@@ -113,9 +129,12 @@ def try_flock(path: pathlib.Path) -> int | None:
     """An fd holding LOCK_EX on flock_path(path), or None while another open file holds it. The fd
     is close-on-exec (os.open's default), so no child keeps the device locked after we die."""
     fpath = flock_path(path)
-    fpath.parent.mkdir(parents=True, exist_ok=True)
+    _make_lock_dir(fpath.parent)
     while True:
-        fd = os.open(fpath, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fd = os.open(fpath, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except PermissionError:  # another user's flock file in the shared dir: a read-only fd locks too
+            fd = os.open(fpath, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -146,9 +165,48 @@ def owner_tag(pid: int | None = None) -> str:
     return f"p{pid}s{start_time(pid) or 0}-"
 
 
+# Each staging dir holds STAGING_FLOCK, flock(LOCK_EX)ed by its owner for the owner's lifetime (the
+# fd is kept here, close-on-exec): a flock is seen across PID namespaces, which the owner's pid in
+# the dir's name is not (a Bazel-sandboxed test in its own PID namespace, with the real /tmp, sees
+# no owner and would sweep a live run's dir). The sweeper removes a dir only once it holds that flock.
+STAGING_FLOCK = ".lanes-owner.flock"
+# A dir without the flock file is a runner's that predates it, or one killed between mkdtemp and
+# taking it: swept only when older than this and its owner pid is gone as well.
+UNLOCKED_STAGING_MIN_AGE_S = 3600.0
+_STAGING_LOCKS: dict[str, int] = {}
+
+
+def _lock_staging(path: pathlib.Path) -> int:
+    """Takes the staging dir's flock on a file under a temporary name, then renames it into place,
+    so a sweeper that finds STAGING_FLOCK always finds it held."""
+    tmp = path / f".lanes-owner.flock.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.replace(tmp, path / STAGING_FLOCK)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return fd
+
+
 def make_staging_dir(prefix: str, parent: pathlib.Path | None = None) -> pathlib.Path:
-    """tempfile.mkdtemp whose name says which process owns it, so a dead owner's dir can be swept."""
-    return pathlib.Path(tempfile.mkdtemp(prefix=prefix + owner_tag(), dir=parent))
+    """tempfile.mkdtemp whose name says which process owns it and whose flock (STAGING_FLOCK) this
+    process holds until it exits or release_staging(): a sweeper removes it only once that is free."""
+    for gone in [d for d in _STAGING_LOCKS if not os.path.isdir(d)]:  # removed by their users
+        release_staging(pathlib.Path(gone))
+    path = pathlib.Path(tempfile.mkdtemp(prefix=prefix + owner_tag(), dir=parent))
+    _STAGING_LOCKS[str(path)] = _lock_staging(path)
+    return path
+
+
+def release_staging(path: pathlib.Path) -> None:
+    """Lets go of a staging dir's flock (after removing it, or to hand a kept dir to the sweeper's rules)."""
+    fd = _STAGING_LOCKS.pop(str(path), None)
+    if fd is not None:
+        os.close(fd)
 
 
 def staging_owner(path: pathlib.Path) -> tuple[int, int] | None:
@@ -156,8 +214,31 @@ def staging_owner(path: pathlib.Path) -> tuple[int, int] | None:
     return (int(m[1]), int(m[2])) if m else None
 
 
+def staging_in_use(path: pathlib.Path) -> bool:
+    """Whether a live process (in any PID namespace) holds the staging dir's flock; for a dir without
+    one (an older runner's), whether its owner pid lives or it is too young to judge."""
+    try:
+        fd = os.open(path / STAGING_FLOCK, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        owner = staging_owner(path)
+        try:
+            age = time.time() - path.stat().st_mtime
+        except OSError:
+            return False
+        return age < UNLOCKED_STAGING_MIN_AGE_S or (owner is not None and same_process(*owner))
+    except OSError:
+        return True  # unreadable (another user's): not ours to judge
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # ours, if taken: the dir is removed right after, and nobody re-takes a flock
+    return False
+
+
 def sweep_stale_staging(tmp: pathlib.Path | None = None) -> list[str]:
-    """Removes lanes-run*/lanes-runner-* staging dirs in the temp dir whose owner is dead."""
+    """Removes lanes-run*/lanes-runner-* staging dirs in the temp dir whose flock nobody holds."""
     tmp = tmp or pathlib.Path(tempfile.gettempdir())
     done = []
     try:
@@ -166,11 +247,13 @@ def sweep_stale_staging(tmp: pathlib.Path | None = None) -> list[str]:
         return done
     for path in entries:
         owner = staging_owner(path)
-        if owner is None or not path.is_dir() or (path / KEPT_MARKER).exists():
+        if owner is None or path.is_symlink() or not path.is_dir() or (path / KEPT_MARKER).exists():
             continue
-        if not same_process(*owner):
-            shutil.rmtree(path, ignore_errors=True)
-            done.append(f"removed stale staging dir {path} (owner pid {owner[0]} is gone)")
+        if str(path) in _STAGING_LOCKS or staging_in_use(path):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            done.append(f"removed stale staging dir {path} (its owner's flock is free; owner pid {owner[0]})")
     return done
 
 
@@ -228,8 +311,10 @@ class RunLock:
             "runner_start_time": start_time(os.getpid()), "runner_argv0": sys.argv[0] if sys.argv else "",
             "lane_id": lane_id, "backend": backend, "gpu_index": gpu_index, "device": device_key(backend, gpu_index),
             "staging_dirs": staging_dirs, "out_dir": out_dir, "children": [], "started_unix": time.time(),
+            "uid": os.getuid(), "user": user_name(os.getuid()),
         }
         self._watch_w: int | None = None
+        self.watchdog_pid: int | None = None  # a subreaping runner's child: cleanup leaves it alone
 
     def write(self) -> None:
         _write_json_atomic(self.path, self.data)
@@ -244,9 +329,11 @@ class RunLock:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         try:
             proc = subprocess.Popen([sys.executable, "-m", "tools.runner.run_lock", "--watch", str(self.path),
-                                     self.data["run_id"]], stdin=r, stdout=subprocess.DEVNULL,
+                                     self.data["run_id"]], stdin=r, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-            proc.wait(timeout=30)  # the intermediate exits once the watchdog has forked away
+            out, _ = proc.communicate(timeout=30)  # the intermediate exits once the watchdog has forked away
+            with contextlib.suppress(ValueError):
+                self.watchdog_pid = int(out.split()[0]) if out.split() else None
         except (OSError, subprocess.TimeoutExpired):
             os.close(w)
             w = None  # the PDEATHSIG + next-preflight layers still hold
@@ -312,7 +399,8 @@ def remove_staging(lock: dict) -> list[str]:
     done = []
     for d in [*lock.get("staging_dirs", []), lock.get("out_dir", "")]:
         p = pathlib.Path(d) if d else None
-        if p is not None and staging_owner(p) is not None and p.exists() and not (p / KEPT_MARKER).exists():
+        if (p is not None and staging_owner(p) is not None and p.exists() and not (p / KEPT_MARKER).exists()
+                and not staging_in_use(p)):
             shutil.rmtree(p, ignore_errors=True)
             done.append(f"removed its staging dir {p}")
     return done
@@ -327,8 +415,34 @@ def reap_dead_run(lock: dict, path: pathlib.Path) -> tuple[list[int], list[str]]
     return killed, lines
 
 
+def user_name(uid: int) -> str:
+    try:
+        import pwd
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def holder_uid(lock: dict) -> int | None:
+    """The uid of a lock's runner: recorded, or (locks written before that) its runner process's owner."""
+    if isinstance(lock.get("uid"), int):
+        return lock["uid"]
+    try:
+        return os.stat(f"/proc/{int(lock.get('runner_pid') or 0)}").st_uid
+    except (OSError, ValueError):
+        return None
+
+
 def cleanup_command(lock: dict) -> str:
+    """How to end the run that holds a device: for the caller's own run, the signals that stop it;
+    for another user's run (the CPU and each GPU are locked host-wide: two certifications on one
+    device would corrupt each other's speed figures), whose run it is, and never a kill."""
     pid = lock.get("runner_pid")
+    uid = holder_uid(lock)
+    if uid is not None and uid != os.getuid():
+        user = lock.get("user") or user_name(uid)
+        return (f"it is user {user}'s run (uid {uid}, runner pid {pid}): wait for it to finish or ask {user} to stop "
+                f"it; do not stop another user's processes")
     return (f"kill -TERM {pid}   # the runner stops its children and removes its staging dir; "
             f"if pid {pid} is still there after 10 s: kill -KILL {pid} and start again (preflight then reaps what it left)")
 
@@ -374,9 +488,14 @@ def _watch(path: pathlib.Path, run_id: str) -> None:
     for EOF on stdin (the runner exited or died), takes the device's flock (free once the runner is
     gone) and reaps the run if the lock still names `run_id`. Holding the flock while reaping keeps
     a next run from writing its lock meanwhile, so only this run's lock is ever removed."""
-    if os.fork() > 0:
+    if (child := os.fork()) > 0:
+        os.write(1, f"{child}\n".encode())  # the runner, a subreaper, becomes its parent: it must know it
         os._exit(0)
     os.setsid()
+    with contextlib.suppress(OSError):
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.close(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     while os.read(0, 4096):
@@ -399,7 +518,8 @@ def _watch(path: pathlib.Path, run_id: str) -> None:
         reap_dead_run(lock, path)
         # The main job's run dir of the same (dead) process, if it used one.
         for p in pathlib.Path(tempfile.gettempdir()).iterdir():
-            if staging_owner(p) == (lock.get("runner_pid"), lock.get("runner_start_time")) and not (p / KEPT_MARKER).exists():
+            if (staging_owner(p) == (lock.get("runner_pid"), lock.get("runner_start_time"))
+                    and not (p / KEPT_MARKER).exists() and not staging_in_use(p)):
                 shutil.rmtree(p, ignore_errors=True)
     finally:
         release_flock(path, fd)

@@ -194,5 +194,77 @@ def test_watchdog_leaves_another_runs_lock_alone():
         sleeper.wait()
 
 
+# Holds a staging dir's flock as its owner would, from another process (another PID namespace, for
+# all the sweeper can tell: the pid in the dir's name is one it cannot see).
+FLOCK_HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("ready", flush=True)
+time.sleep(60)
+"""
+INVISIBLE_OWNER = "p999999999s1"  # above pid_max: no such process anywhere
+
+
+def _staging(tmp: pathlib.Path, suffix: str) -> pathlib.Path:
+    d = tmp / f"lanes-runner-{INVISIBLE_OWNER}-{suffix}"
+    d.mkdir()
+    (d / "work.txt").write_text("a live run's file\n")
+    return d
+
+
+def test_staging_whose_flock_is_held_is_not_swept_though_its_owner_pid_is_invisible(tmp_path):
+    live = _staging(tmp_path, "live")
+    dead = _staging(tmp_path, "dead")
+    (dead / run_lock.STAGING_FLOCK).write_text("")  # its holder exited: the flock is free
+    holder = subprocess.Popen([sys.executable, "-c", FLOCK_HOLDER, str(live / run_lock.STAGING_FLOCK)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        assert not run_lock.same_process(999999999, 1)
+        swept = run_lock.sweep_stale_staging(tmp_path)
+        assert live.is_dir() and (live / "work.txt").is_file(), swept
+        assert not dead.exists() and len(swept) == 1 and str(dead) in swept[0]
+    finally:
+        holder.kill()
+        holder.wait()
+    # Its owner gone (the kernel dropped the flock): now it is swept.
+    assert run_lock.sweep_stale_staging(tmp_path) and not live.exists()
+
+
+def test_own_staging_dir_is_held_against_a_sweeper_in_another_process(tmp_path):
+    mine = run_lock.make_staging_dir("lanes-runner-", tmp_path)
+    assert (mine / run_lock.STAGING_FLOCK).is_file()
+    sweep = f"import pathlib; from tools.runner import run_lock; print(run_lock.sweep_stale_staging(pathlib.Path({str(tmp_path)!r})))"
+    out = subprocess.run([sys.executable, "-c", sweep], env=_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out
+    assert mine.is_dir()
+    run_lock.release_staging(mine)
+    out = subprocess.run([sys.executable, "-c", sweep], env=_env(), capture_output=True, text=True, timeout=60)
+    assert str(mine) in out.stdout and not mine.exists(), out
+
+
+def test_staging_without_a_flock_file_is_swept_only_when_old_and_its_owner_is_gone(tmp_path):
+    young = _staging(tmp_path, "young")  # e.g. between mkdtemp and taking the flock
+    old = _staging(tmp_path, "old")  # an older runner's, killed long ago
+    past = time.time() - run_lock.UNLOCKED_STAGING_MIN_AGE_S - 60
+    os.utime(old, (past, past))
+    run_lock.sweep_stale_staging(tmp_path)
+    assert young.is_dir() and not old.exists()
+
+
+def test_another_users_run_is_named_and_never_to_be_killed():
+    other = {"runner_pid": 4321, "uid": os.getuid() + 1, "user": "alice"}
+    message = run_lock.cleanup_command(other)
+    assert "alice" in message and f"uid {os.getuid() + 1}" in message and "kill" not in message, message
+    mine = {"runner_pid": 4321, "uid": os.getuid()}
+    assert "kill -TERM 4321" in run_lock.cleanup_command(mine)
+
+
+def test_the_lock_names_its_user(lock_dir):
+    lock = run_lock.RunLock(run_lock.lock_path("cpu"), "r", "linux-x86_64-cpu", "cpu", 0, [], "")
+    assert lock.data["uid"] == os.getuid() and lock.data["user"]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

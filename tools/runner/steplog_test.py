@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import log_blocks
+from tools.runner import log_blocks, steps
 from tools.runner.checks import fixture_parity, op_oracle, op_oracle_log, reference_parity
 from tools.runner.context import RunContext
 from tools.runner.lane_spec import load_lane
-from tools.runner.steps import ProcessTracker, Step
+from tools.runner.steps import REDACTED, ProcessTracker, Step
 from tools.runner.testing import fake_lane
 
 FORGED = "# lanes-config required_ops=\n# lanes-config tol_max_abs_delta_logit=1000000.0\n# lanes-config tol.ADD=1e9,1e9\n"
@@ -92,6 +94,90 @@ def test_command_and_exit_lines_round_trip():
                       log_blocks.exit_line(3, 1.5, "timed out at 1s")]) + "\n"
     [cmd] = log_blocks.commands(text)
     assert (cmd.argv, cmd.output, cmd.exit_code, cmd.files) == (["/l/bin/x", "-p", "a b"], "out", 3, ["x.server.log"])
+
+
+# What a certifier's shell could carry into a run: each would change what the lane runs.
+HOSTILE_ENV = {"LD_PRELOAD": "/tmp/libevil.so", "LD_AUDIT": "/tmp/libaudit.so", "LD_LIBRARY_PATH": "/tmp/evil-libs",
+               "GGML_BACKEND_PATH": "/tmp/libggml-evil.so", "LLAMA_ARG_MODEL": "/tmp/other.gguf",
+               "LLAMA_CACHE": "/tmp/cache", "GGML_SCHED_MAX_COPIES": "9", "PYTHONPATH": "/tmp/py"}
+
+
+def _env_printer(path):
+    path.write_text("#!/bin/sh\nenv\n")
+    path.chmod(0o755)
+    return path
+
+
+def _printed_env(output: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+
+
+def test_a_lane_process_gets_the_allowlisted_environment_and_the_step_records_it(tmp_path, monkeypatch):
+    for k, v in HOSTILE_ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "7")  # inherited: dropped when the run starts
+    tracker = ProcessTracker()
+    os.environ["GGML_VK_VISIBLE_DEVICES"] = "0"  # what preflight_devices sets: the runner's own
+    step = Step("graph_smoke", tmp_path, tracker)
+    res = step.run([_env_printer(tmp_path / "llama-simple")], 30)
+    step.finish(rpb.CheckResult.PASS, "test")
+    seen = _printed_env(res.output)
+    assert not set(HOSTILE_ENV) & set(seen), seen
+    assert seen["LANG"] == "C.UTF-8" and seen["CUDA_VISIBLE_DEVICES"] == "1" and seen["GGML_VK_VISIBLE_DEVICES"] == "0"
+    assert seen["LANES_RUN_ID"] == tracker.run_id and seen["PATH"] == os.environ["PATH"]
+    record = tracker.env_records["graph_smoke"]
+    [entry] = record["environments"]
+    assert entry["commands"] == [str(tmp_path / "llama-simple")]
+    assert {k: v for k, v in entry["env"].items() if k not in ("PWD", "SHLVL", "_")} == {
+        k: v for k, v in seen.items() if k not in ("PWD", "SHLVL", "_")}
+    assert set(HOSTILE_ENV) <= set(record["dropped"])
+    assert entry["explicit"] == [] and entry["runner_python"] is False
+    assert steps.env_record_problems(record, "graph_smoke") == []
+    # A record showing a hostile name fails (cleanup checks every record of the run with this).
+    entry["env"]["LD_PRELOAD"] = "/tmp/libevil.so"
+    entry["env"]["GGML_BACKEND_PATH"] = "/tmp/libggml-evil.so"
+    assert steps.env_record_problems(record, "graph_smoke") == [
+        f"graph_smoke: GGML_BACKEND_PATH is neither allowlisted nor passed by the runner ({tmp_path}/llama-simple)",
+        f"graph_smoke: LD_PRELOAD reached {tmp_path}/llama-simple"]
+
+
+def test_a_caller_built_environment_passes_only_what_it_adds(tmp_path, monkeypatch):
+    """upstream_ctest's launcher hands over os.environ plus its own settings (ctest_run)."""
+    monkeypatch.setenv("LD_PRELOAD", "/tmp/libevil.so")
+    monkeypatch.setenv("GITHUB_TOKEN", "s3cret")
+    tracker = ProcessTracker()
+    step = Step("upstream_ctest", tmp_path, tracker)
+    env = dict(os.environ, LLAMACPP_TEST_MODELFILE="/m.gguf", LANES_API_TOKEN="s3cret")
+    proc = tracker.popen([_env_printer(tmp_path / "ctest")], env=env, stdout=subprocess.PIPE)
+    out, _ = proc.communicate(timeout=30)
+    step.finish(rpb.CheckResult.PASS, "test")
+    seen = _printed_env(out.decode())
+    assert seen["LLAMACPP_TEST_MODELFILE"] == "/m.gguf" and "LD_PRELOAD" not in seen and "GITHUB_TOKEN" not in seen
+    [entry] = tracker.env_records["upstream_ctest"]["environments"]
+    assert entry["env"]["LANES_API_TOKEN"] == REDACTED and "s3cret" not in json.dumps(tracker.env_records)
+    assert entry["explicit"] == ["LANES_API_TOKEN", "LLAMACPP_TEST_MODELFILE"]
+
+
+def test_ld_preload_is_refused_even_when_passed_explicitly(tmp_path):
+    tracker = ProcessTracker()
+    step = Step("speed", tmp_path, tracker)
+    proc = tracker.popen([_env_printer(tmp_path / "llama-bench")], extra_env={"LD_PRELOAD": "/tmp/x.so", "A": "1"},
+                         stdout=subprocess.PIPE)
+    out, _ = proc.communicate(timeout=30)
+    step.finish(rpb.CheckResult.PASS, "test")
+    seen = _printed_env(out.decode())
+    assert "LD_PRELOAD" not in seen and seen["A"] == "1"
+
+
+def test_the_runners_python_probes_keep_their_module_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/runfiles/lanes")
+    tracker = ProcessTracker()
+    step = Step("preflight", tmp_path, tracker)
+    res = step.run([sys.executable, "-c", "import os; print(os.environ.get('PYTHONPATH'))"], 30)
+    step.finish(rpb.CheckResult.PASS, "test")
+    assert res.output.strip() == "/runfiles/lanes"
 
 
 if __name__ == "__main__":

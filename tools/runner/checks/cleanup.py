@@ -12,16 +12,19 @@ recompute() derives every figure from cleanup.steps.log and cleanup.log alone.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import time
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import backends, log_blocks
+from tools.runner import backends, log_blocks, run_lock, steps
 from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
@@ -34,7 +37,13 @@ NVIDIA_QUERY = backends.NVIDIA_QUERY
 # to return its memory. Observations are repeated for up to this long before a leftover is declared.
 GRACE_S = 5.0
 _SECTION = re.compile(r"^## (\S+)(?: .*)?$")
-_PROC = re.compile(r"^(tracked|descendant) pid (\d+): (gone|/proc/\d+/stat: .*)$")
+# `<kind> pid N[ exe "<json string>"]: gone | /proc/N/stat: <stat line>`; kind: tracked (started by
+# the tracker), descendant (below the runner: a subreaper's orphans too), environ (LANES_RUN_ID=<this
+# run's id> in its environment, wherever it is).
+_PROC = re.compile(r'^(tracked|descendant|environ) pid (\d+)(?: exe ("(?:[^"\\]|\\.)*"))?: (gone|/proc/\d+/stat: .*)$')
+_ENVIRON_SCAN = re.compile(r"^environ scan: (\d+) processes read, (\d+) unreadable \(skipped\)$", re.MULTILINE)
+# /proc/<pid>/environ is read up to this many bytes (a lane can make its environment huge).
+ENVIRON_READ_MAX = 1 << 20
 _MIB = re.compile(r",\s*([0-9.]+)\s*MiB\s*$")
 
 
@@ -83,19 +92,97 @@ def descendants(root: int) -> list[int]:
     return out
 
 
-def _observe(ctx: RunContext, pids: list[int]) -> tuple[list[str], bool]:
-    """/proc lines for the tracked pids and the runner's live descendants; (lines, anything left)."""
+def run_id_processes(run_id: str, exclude: tuple[int, ...] = ()) -> tuple[list[int], int, int]:
+    """Live processes with LANES_RUN_ID=<run_id> in their environment (a daemonised child of a lane
+    binary keeps it: it re-parents away, not out of the run). Bounded reads of /proc/*/environ;
+    (pids, processes read, processes whose environment could not be read: skipped, counted)."""
+    needle = f"{run_lock.RUN_ID_ENV}={run_id}".encode()
+    found: list[int] = []
+    read = unreadable = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return [], 0, 0
+    for entry in entries:
+        if not entry.isdigit() or int(entry) in exclude or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                raw = f.read(ENVIRON_READ_MAX)
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+        except OSError:
+            unreadable += 1
+            continue
+        read += 1
+        if needle in raw.split(b"\0") and _alive(_stat(int(entry))):
+            found.append(int(entry))
+    return sorted(found), read, unreadable
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return "(unreadable)"
+
+
+def _one_line(text: str) -> str:
+    """A /proc field the lane controls (its comm) can hold a newline: it must not start a log line."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _not_ours(ctx: RunContext) -> tuple[int, ...]:
+    """The runner's own helper processes: the run lock's watchdog (a subreaping runner's child)."""
+    lock = getattr(ctx.tracker, "lock", None)
+    pid = getattr(lock, "watchdog_pid", None)
+    return (pid,) if pid else ()
+
+
+def _observe(ctx: RunContext, pids: list[int]) -> tuple[list[str], bool, list[int]]:
+    """/proc lines for the tracked pids, the runner's live descendants and every live process with
+    this run's LANES_RUN_ID; (lines, anything left, the untracked ones left)."""
     deadline = time.monotonic() + GRACE_S
+    skip = _not_ours(ctx)
     while True:
         tracked = {p: _stat(p) for p in pids}
-        extra = [p for p in descendants(os.getpid()) if p not in tracked]
-        left = any(_alive(s) for s in tracked.values()) or bool(extra)
+        by_env, read, unreadable = run_id_processes(ctx.tracker.run_id, skip)
+        by_env = [p for p in by_env if p not in tracked]
+        extra = [p for p in descendants(os.getpid()) if p not in tracked and p not in skip and p not in by_env]
+        left = any(_alive(s) for s in tracked.values()) or bool(extra) or bool(by_env)
         if not left or time.monotonic() >= deadline:
             break
         time.sleep(0.2)
-    lines = [f"tracked pid {p}: {'gone' if s is None else f'/proc/{p}/stat: {s}'}" for p, s in tracked.items()]
-    lines += [f"descendant pid {p}: /proc/{p}/stat: {_stat(p) or '(exited while read)'}" for p in extra]
-    return lines, left
+    lines = [f"tracked pid {p}: {'gone' if s is None else f'/proc/{p}/stat: {_one_line(s)}'}" for p, s in tracked.items()]
+    lines += [f"{kind} pid {p} exe {json.dumps(_exe(p))}: /proc/{p}/stat: {_one_line(_stat(p) or '(exited while read)')}"
+              for kind, group in (("environ", by_env), ("descendant", extra)) for p in group]
+    lines.append(f"environ scan: {read} processes read, {unreadable} unreadable (skipped)")
+    return lines, left, by_env + extra
+
+
+def _kill_strays(ctx: RunContext, pids: list[int]) -> list[str]:
+    """SIGKILLs what outlived its step outside the tracker (and the process groups they are in, never
+    the runner's own), then reaps those that re-parented to the runner."""
+    own_group = os.getpgid(0)
+    lines = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            group = os.getpgid(pid)
+            if group != own_group:
+                os.killpg(group, signal.SIGKILL)
+                lines.append(f"# killed process group {group} of pid {pid}")
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            lines.append(f"# killed pid {pid}")
+    tracked = set(ctx.tracker.pids)
+    deadline = time.monotonic() + GRACE_S
+    for pid in pids:
+        while pid not in tracked and _alive(_stat(pid)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if pid not in tracked:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)  # a subreaper's orphan: ours to reap
+    return lines
 
 
 def _memory_probe(ctx: RunContext, baseline: float | None) -> list[str]:
@@ -143,9 +230,10 @@ def after_step(ctx: RunContext, step_name: str, pids: list[int]) -> None:
                   f"# lanes-config memory_tolerance_mib={ctx.config.memory_tolerance_mib!r}"]
         if _gpu(ctx):
             lines += ["## baseline (device memory before any lane binary ran)"] + _memory_probe(ctx, None)
-    if pids or first:
-        proc_lines, left = _observe(ctx, pids)
-        lines += [f"## {step_name} ({len(pids)} processes started)"] + proc_lines
+    # Observed after every step: a daemon of a step that tracked no process of its own is found too.
+    proc_lines, left, strays = _observe(ctx, pids)
+    if pids or first or left:
+        lines += [f"## {step_name} ({len(pids)} processes started)"] + _env_lines(ctx, step_name) + proc_lines
         if _gpu(ctx) and pids:
             lines += _memory_probe(ctx, _baseline(path.read_text() if path.exists() else "\n".join(lines), ctx))
         if left:
@@ -154,6 +242,7 @@ def after_step(ctx: RunContext, step_name: str, pids: list[int]) -> None:
                 if proc.pid in pids and proc.poll() is None:
                     ctx.tracker.stop(proc)
                     lines.append(f"# stopped leftover pid {proc.pid}")
+            lines += _kill_strays(ctx, strays)
     with open(path, "a", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in lines))
 
@@ -175,8 +264,11 @@ def _sections(text: str) -> dict[str, dict]:
             for line in body:
                 m = _PROC.match(line)
                 if m:
-                    procs.append((m.group(1), int(m.group(2)), _alive_raw(m.group(3))))
-            out[name] = {"proc": procs, "commands": log_blocks.commands("\n".join(body))}
+                    exe = json.loads(m.group(3)) if m.group(3) else ""
+                    procs.append((m.group(1), int(m.group(2)), _alive_raw(m.group(4)), exe))
+            envs = [line[len("environment "):] for line in log_blocks.runner_lines("\n".join(body)).splitlines()
+                    if line.startswith("environment {")]
+            out[name] = {"proc": procs, "commands": log_blocks.commands("\n".join(body)), "environment": envs}
 
     for line in text.splitlines():
         m = _SECTION.match(line)
@@ -215,8 +307,12 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         left = [p[1] for p in sec["proc"] if p[2]]
         counts[f"{key_prefix}processes_started"] = len(tracked)
         counts[f"{key_prefix}processes_left"] = len(left)
-        if left:
-            problems.append(f"{where}: processes still running: {left}")
+        if tracked_left := [p[1] for p in tracked if p[2]]:
+            problems.append(f"{where}: processes still running: {tracked_left}")
+        for kind, pid, alive, exe in sec["proc"]:
+            if alive and kind != "tracked":
+                how = "with this run's LANES_RUN_ID" if kind == "environ" else "below the runner"
+                problems.append(f"{where}: pid {pid} exe {json.dumps(exe)} of this run, {how}, was still running (killed)")
         if "baseline" in sections and tracked and not sec["commands"]:
             problems.append(f"{where}: device memory not observed")
             return True
@@ -245,11 +341,44 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         problems.append("cleanup.log has no final observation")
     else:
         judge("end of run", final["final"], "")
+        if m := _ENVIRON_SCAN.search(final_text):
+            counts["environ_unreadable"] = int(m.group(2))
         m = re.search(r"^temp dir \S+: (removed|present, (\d+) files)$", final_text, re.MULTILINE)
         counts["temp_files_left"] = int(m.group(2)) if m and m.group(2) else 0
         if not m or m.group(1) != "removed":
             problems.append("the runner's temp dir is still present")
+    counts["child_environments"], env_problems = _env_problems({**sections, **final})
+    problems += env_problems
     return counts, metrics, problems
+
+
+def _env_lines(ctx: RunContext, step_name: str | None) -> list[str]:
+    """`environment <json>` lines: the environment record(s) of a step's processes (all that are
+    left, at the end of the run), taken from the tracker (steps.Step.record_env)."""
+    records = ctx.tracker.env_records
+    names = [step_name] if step_name is not None else sorted(records)
+    return [f"environment {json.dumps(dict(records.pop(n), step=n), sort_keys=True)}" for n in names if n in records]
+
+
+def _env_problems(sections: dict[str, dict]) -> tuple[int, list[str]]:
+    """(environments recorded, why any is not the clean one steps.child_env builds)."""
+    n, out = 0, []
+    for name, sec in sections.items():
+        for raw in sec["environment"]:
+            try:
+                record = json.loads(raw)
+            except ValueError as err:
+                out.append(f"{name}: environment record is not JSON ({err})")
+                continue
+            n += len(record.get("environments", []))
+            out += steps.env_record_problems(record, f"environment of {record.get('step', name)}")
+    return n, out
+
+
+def environment_problems(logs_dir: pathlib.Path) -> list[str]:
+    """Why the recorded child environments of a run (so far) are not the clean ones."""
+    sections = {**_sections(log_blocks.read(logs_dir / STEPS_LOG)), **_sections(log_blocks.read(logs_dir / "cleanup.log"))}
+    return _env_problems(sections)[1]
 
 
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
@@ -259,8 +388,9 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
 
 def run_cleanup(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     shutil.rmtree(ctx.scratch_dir, ignore_errors=True)
-    proc_lines, _ = _observe(ctx, ctx.tracker.pids)
-    lines = ["## final (every process the run started)"] + proc_lines
+    proc_lines, _, strays = _observe(ctx, ctx.tracker.pids)
+    lines = (["## final (every process the run started)"] + _env_lines(ctx, None) + proc_lines
+             + _kill_strays(ctx, strays))
     if ctx.scratch_dir.exists():
         lines.append(f"temp dir {ctx.scratch_dir}: present, {sum(1 for _ in ctx.scratch_dir.rglob('*'))} files")
     else:
