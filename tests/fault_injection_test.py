@@ -61,6 +61,8 @@ def _driver(root: pathlib.Path) -> None:
 
     def make(name):
         def check(ctx, step, rep):
+            # The lane processes get a clean environment: the fault point is passed to them explicitly.
+            ctx.tracker.extra_env.update({k: os.environ[k] for k in ("FAULT_DIR", "FAULT_STEP") if k in os.environ})
             server = ctx.tracker.popen([fake_server], stdout=subprocess.DEVNULL) if name in SERVER_STEPS else None
             message = f"fake {name}"
             try:
@@ -110,6 +112,8 @@ def _driver(root: pathlib.Path) -> None:
     # that gates signing (main_job.audit_before_signing, tested in committed_evidence_test) is out of
     # this test's scope: it kills the job, it does not certify a lane.
     main_job.audit_before_signing = lambda staging, evidence: None
+    from tools.certify import certify as certify_lib
+    certify_lib.require_audited = lambda *a, **k: None  # the same audit, inside certify_report
     os.chdir(root / "rf")  # lanes/spec.json, lanes/availability.json as in Bazel's runfiles
     ws = os.environ.get("FAULT_WS", str(root / "ws"))
     sys.exit(main_job.main(main_job.JobOptions(
@@ -191,6 +195,8 @@ def env(tmp_path_factory):
         "host": {"os": "linux", "arch": "x86_64"},
         "lanes": {k: {"status": "UNAVAILABLE", "reason": "fault-injection test"} for k in spec["lanes"]}}))
     ws = root / "ws"
+    # A recordable run is bound to a policy; the job enrols its new key into this one.
+    (ws / "evidence" / "policy.json").write_text(json.dumps({"policy_id": "fault-injection", "schema_version": 1}))
     _git(ws, "init", "-q")
     _git(ws, "config", "user.email", "t@t")
     _git(ws, "config", "user.name", "t")

@@ -512,13 +512,10 @@ _STEP_CONFIG_FILES_SINCE = (0, 2, 1)
 
 
 def _predates_step_config_files(runner_version: str) -> bool:
-    """True for a report of a runner older than the step config files (or one that names none)."""
-    parts = runner_version.rsplit(" ", 1)[-1].split(".")
-    try:
-        version = tuple(int(p) for p in parts)
-    except ValueError:
-        return False  # an unparseable version gets the strict reading
-    return version < _STEP_CONFIG_FILES_SINCE
+    """True for a report of a runner older than the step config files (an unparseable version gets
+    the strict reading)."""
+    version = log_blocks.parse_runner_version(runner_version)
+    return version is not None and version < _STEP_CONFIG_FILES_SINCE
 
 
 def audit_run(run_dir: pathlib.Path, *, loader: Callable[[str], Recompute | None] = _default_loader,
@@ -549,7 +546,8 @@ def audit_run(run_dir: pathlib.Path, *, loader: Callable[[str], Recompute | None
     # In-log config lines (which a lane can print) count only for runs made before the step config
     # files existed; a current run is judged on its runner-written config files alone.
     with tempfile.TemporaryDirectory(prefix="lanes-audit-") as tmp, \
-            log_blocks.legacy_config_allowed(_predates_step_config_files(report.runner_version)):
+            log_blocks.legacy_config_allowed(_predates_step_config_files(report.runner_version)), \
+            log_blocks.judging_run_of(report.runner_version):
         # Recompute sees a copy of the verified digested files only.
         logs_dir = _digested_copy(run_dir, verified, pathlib.Path(tmp))
         if whole_run:

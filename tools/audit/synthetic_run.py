@@ -15,6 +15,7 @@ from proto import runner_report_pb2 as rpb
 from tools.core.digest import sha256_file
 from tools.evidence import run_readme
 from tools.runner import report as report_lib
+from tools.runner.runner import RUNNER_VERSION
 
 RUN_NAME = "linux-x86_64-cpu.cpu-genuineintel-intel-r-xeon-r-processor-x86-64-v3"
 
@@ -92,7 +93,7 @@ RecordSigner = Callable[[rpb.RunnerReport, bytes], str]
 
 def _base_report() -> rpb.RunnerReport:
     return rpb.RunnerReport(schema_version=1, lane_id="linux-x86_64-cpu", status=rpb.RunnerReport.PASS,
-                            pass_recordable=True, runner_version="test", build_provenance="bazel")
+                            pass_recordable=True, runner_version=RUNNER_VERSION, build_provenance="bazel")
 
 
 def make_run(root: pathlib.Path, *, base: rpb.RunnerReport | None = None, sign: RecordSigner | None = None,

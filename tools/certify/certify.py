@@ -28,6 +28,7 @@ from tools.policy.errors import (
     UnknownKeyError,
     UnreadableInputError,
 )
+from tools.runner.runner import RUNNER_VERSION
 
 
 class AuditFailedError(NotRecordableError):
@@ -110,6 +111,18 @@ def sign_report(
     return record, records.sign_record(record, private_key)
 
 
+def require_current_runner(report_path: pathlib.Path, report_bytes: bytes) -> None:
+    """Only runs of this runner are signed: the audit judges an older runner's run by that runner's
+    (weaker) rules, which keeps committed history auditable but must never mint a new record."""
+    try:
+        version = runner_report_pb2.RunnerReport.FromString(report_bytes).runner_version
+    except Exception as err:  # DecodeError
+        raise UnreadableInputError(f"{report_path}: not a runner report ({err})") from err
+    if version != RUNNER_VERSION:
+        raise AuditFailedError(f"{report_path} was made by {version or 'an unnamed runner'}; only runs of "
+                               f"{RUNNER_VERSION} are signed (re-run the certification); nothing signed")
+
+
 def certify_report(
     report_path: pathlib.Path | str,
     key_path: pathlib.Path | str,
@@ -135,6 +148,7 @@ def certify_report(
         report_bytes = report_path.read_bytes()
     except OSError as err:
         raise UnreadableInputError(f"{report_path}: cannot read runner report ({err.strerror})") from err
+    require_current_runner(report_path, report_bytes)
     require_audited(report_path.parent, policy_path, spec_path)
     if report_path.read_bytes() != report_bytes:  # what was audited is what is signed
         raise AuditFailedError(f"{report_path} changed while it was audited; nothing signed")

@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from proto import admission_pb2, runner_report_pb2
 from tools.certify import schema_versions
 from tools.policy import dsse, timestamps
+from tools.runner.runner import RUNNER_VERSION
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=timestamps.UTC)
 REQUIRED_CHECKS = ("preflight", "fixture_parity", "graph_dispatch", "speed")
@@ -34,7 +35,7 @@ def make_report(lane_id: str = "linux-x86_64-cpu", tg_tokens_per_s: float = 50.0
         build_evidence_digest="sha256:" + hashlib.sha256(f"evidence {lane_id}".encode()).hexdigest(),
         status=runner_report_pb2.RunnerReport.PASS,
         pass_recordable=True,
-        runner_version="test",
+        runner_version=RUNNER_VERSION,
         upstream_commit="0c1e57098bba43ac29e6e3b677cdceebdd22334f",
         patch_stack_digest="sha256:" + hashlib.sha256(b"patches").hexdigest(),
         build_provenance="bazel",

@@ -183,6 +183,35 @@ def legacy_config_allowed(allowed: bool = True):
         _LEGACY_CONFIG.reset(token)
 
 
+# The runner version of the run being judged (None: the current runner's own run). The audit sets
+# it from the report, so a run is judged by the rules of the runner that made it: the checks whose
+# raw files changed keep their older evaluation for the runs made before (tools/runner/legacy).
+_RUN_VERSION: contextvars.ContextVar[tuple[int, ...] | None] = contextvars.ContextVar("lanes_run_version", default=None)
+
+
+def parse_runner_version(runner_version: str) -> tuple[int, ...] | None:
+    """(0, 2, 1) from "lanes-runner 0.2.1"; None when it names no version (judged as current)."""
+    try:
+        return tuple(int(p) for p in runner_version.rsplit(" ", 1)[-1].split("."))
+    except ValueError:
+        return None
+
+
+@contextlib.contextmanager
+def judging_run_of(runner_version: str):
+    token = _RUN_VERSION.set(parse_runner_version(runner_version))
+    try:
+        yield
+    finally:
+        _RUN_VERSION.reset(token)
+
+
+def run_predates(version: tuple[int, ...]) -> bool:
+    """True when the run being judged was made by a runner older than `version`."""
+    made_by = _RUN_VERSION.get()
+    return made_by is not None and made_by < version
+
+
 def step_config(logs_dir: pathlib.Path, step: str) -> dict[str, str]:
     """The configuration the runner gave one step: its <step>.config.json (inside
     legacy_config_allowed(): for older runs without it, their in-log `# lanes-config` lines)."""

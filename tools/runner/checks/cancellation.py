@@ -39,6 +39,7 @@ from proto import runner_report_pb2 as rpb
 from tools.runner import exits, log_blocks
 from tools.runner.checks.base import Check, option
 from tools.runner.context import RunContext
+from tools.runner.legacy import cancellation_v02
 from tools.runner.llama_server import SERVER_SIGINT_EXIT, LlamaServer, ServerError, parse_server_log
 from tools.runner.steps import Step
 
@@ -62,8 +63,14 @@ _SERVER_KILLED = re.compile(r"^# llama-server SIGINT: still running", re.MULTILI
 _COMPLETION_SIGINT = re.compile(r"^# SIGINT: exit (?P<code>-?\d+) after (?P<s>[0-9.]+)s", re.MULTILINE)
 
 
+# The runner that first kept the client's evidence; older runs are judged as they were made.
+CLIENT_EVIDENCE_SINCE = (0, 3, 0)
+
+
 def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str]]:
     logs_dir = pathlib.Path(logs_dir)
+    if log_blocks.run_predates(CLIENT_EVIDENCE_SINCE):
+        return cancellation_v02.evaluate(logs_dir)
     log = (logs_dir / f"{STEP}.log").read_text(errors="replace")
     conf = {k: float(v) for k, v in log_blocks.step_config(logs_dir, STEP).items()}
     bound, n_predict = conf["cancel_bound_s"], int(conf["stream_n_predict"])

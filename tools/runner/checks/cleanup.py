@@ -347,8 +347,9 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         counts["temp_files_left"] = int(m.group(2)) if m and m.group(2) else 0
         if not m or m.group(1) != "removed":
             problems.append("the runner's temp dir is still present")
-    counts["child_environments"], env_problems = _env_problems({**sections, **final})
-    problems += env_problems
+    if not log_blocks.run_predates((0, 3, 0)):  # environments are recorded since runner 0.3.0
+        counts["child_environments"], env_problems = _env_problems({**sections, **final})
+        problems += env_problems
     return counts, metrics, problems
 
 

@@ -32,6 +32,7 @@ from proto import runner_report_pb2 as rpb
 from tools.runner import log_blocks
 from tools.runner.checks.base import Check
 from tools.runner.context import RunContext
+from tools.runner.legacy import concurrency_v02
 from tools.runner.llama_server import LlamaServer, ServerError, max_busy, parse_server_log
 from tools.runner.steps import Step
 
@@ -40,6 +41,8 @@ CR = rpb.CheckResult
 STEP = "concurrency"
 RESPONSES_FILE = f"{STEP}.responses.json"
 CLIENT_FILE = f"{STEP}.client.json"
+# The runner that first kept the client's evidence; older runs are judged as they were made.
+CLIENT_EVIDENCE_SINCE = (0, 3, 0)
 SERVER_LOG = f"{STEP}.server.log"
 
 PROMPTS = ("Once upon a time", "The capital of France is", "def fibonacci(n):", "In 1492, Columbus")
@@ -157,6 +160,8 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
     """Counts, metrics and problems, from the client file, the kept sequential responses, the server
     log and the step's configuration."""
     logs_dir = pathlib.Path(logs_dir)
+    if log_blocks.run_predates(CLIENT_EVIDENCE_SINCE):
+        return concurrency_v02.evaluate(logs_dir)
     conf = log_blocks.step_config(logs_dir, STEP)
     n_parallel, tie_tolerance = int(float(conf["n_parallel"])), float(conf["tie_tolerance_nats"])
     data = json.loads((logs_dir / RESPONSES_FILE).read_text())
