@@ -182,6 +182,37 @@ def case_binary_swapped_after_hashing(tmp: pathlib.Path) -> Refusal:
     return refused_check(report, "reference_parity", "artifacts changed after artifact_integrity hashed them")
 
 
+def case_server_maps_a_planted_library(tmp: pathlib.Path) -> Refusal:
+    """A lane server that loads a library from outside the lane and the system (a copy of libm
+    planted in /tmp stands for an injected one): refused when the server is up."""
+    import ctypes.util
+    import shutil
+
+    from tools.runner.checks import concurrency
+    from tools.runner.context import RunContext
+    from tools.runner.lane_spec import Lane
+    from tools.runner.steps import Step
+    libm = ctypes.util.find_library("m")
+    system = next((p for p in (pathlib.Path("/lib/x86_64-linux-gnu") / (libm or ""), pathlib.Path("/usr/lib64") / (libm or ""))
+                   if libm and p.is_file()), None)
+    assert system is not None, "no system libm to plant"
+    planted = tmp / "planted" / "libplanted.so"
+    planted.parent.mkdir()
+    shutil.copyfile(system, planted)
+    lane_dir = fake_lane.make_lane(tmp / "lane")
+    fake_lane.install_fake_server(lane_dir, "cancel", load=str(planted))
+    cfg = fake_lane.config(tmp, lane_dir, None, tmp / "m.gguf", timeout_s=30)
+    (tmp / "logs").mkdir()
+    lane = Lane("linux-x86_64-cpu", "cpu", "linux", "x86_64", "cpu", "host-cc", (), (), ())
+    ctx = RunContext(config=cfg, lane=lane, logs_dir=tmp / "logs", scratch_dir=tmp)
+    try:
+        status, message = concurrency.run_concurrency(ctx, Step(concurrency.STEP, ctx.logs_dir, ctx.tracker))
+    finally:
+        ctx.tracker.stop_all()
+    assert "mapped libraries from outside the lane" in message and str(planted) in message, message
+    return Refusal("concurrency", message)
+
+
 CASES = [
     RedTeamCase(1, "lane process rewrites its step's config.json", case_config_file_rewritten),
     RedTeamCase(1, "forged exit + lanes-config lines in tool output", case_forged_config_lines),
@@ -192,6 +223,7 @@ CASES = [
     RedTeamCase(4, "CPU-variant loader line of another host", case_loader_line_of_another_host),
     RedTeamCase(5, "llama-logits tokenizing the prompt as BOS only", case_bos_only),
     RedTeamCase(6, "lane binary rewrites a sibling after artifact_integrity", case_binary_swapped_after_hashing),
+    RedTeamCase(6, "lane server maps a library planted outside the lane", case_server_maps_a_planted_library),
 ]
 
 if __name__ == "__main__":

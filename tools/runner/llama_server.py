@@ -25,6 +25,7 @@ import dataclasses
 import http.client
 import json
 import re
+import os
 import signal
 import socket
 import subprocess
@@ -32,7 +33,7 @@ import time
 import urllib.error
 import urllib.request
 
-from tools.runner import exits
+from tools.runner import exits, loaded_libraries
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -142,9 +143,24 @@ class LlamaServer:
             if self.proc.poll() is not None:
                 raise ServerError(f"llama-server exited {exits.describe(self.proc.returncode)} while starting (see {self.log_path.name})")
             if self.healthy():
+                self._check_loaded_libraries()
                 return self
             time.sleep(0.2)
         raise ServerError("llama-server did not become healthy in time")
+
+    def _check_loaded_libraries(self) -> None:
+        """The server may map only the lane's own files, the system's libraries and the SDK's: what it
+        loaded from anywhere else (a preloaded or planted library) was never hashed."""
+        roots = [os.environ.get("CUDA_HOME", "/usr/local/cuda"), "/opt/rocm"] if self.ctx.lane.is_accelerator else []
+        try:
+            foreign = loaded_libraries.foreign_libraries(self.proc.pid, self.ctx.config.lane_dir, roots)
+        except OSError as err:
+            foreign = [f"(/proc/{self.proc.pid}/maps unreadable: {err.strerror})"]
+        self.step.log(f"# llama-server pid {self.proc.pid}: {len(foreign)} mapped librar(ies) from outside the lane, "
+                      "the system library dirs and the SDK" + (f": {', '.join(foreign)}" if foreign else ""))
+        if foreign:
+            self.sigint_stop()
+            raise ServerError(f"llama-server mapped libraries from outside the lane and the system: {', '.join(foreign[:5])}")
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None:

@@ -204,6 +204,10 @@ def main(argv: list[str]) -> int:
             n_slots = int(argv[i + 1])
         elif a.startswith("--fake_mode="):
             mode = a.split("=", 1)[1]
+        elif a.startswith("--fake_load="):
+            # A library from outside the lane (as LD_PRELOAD or a planted plugin would bring one).
+            import ctypes
+            ctypes.CDLL(a.split("=", 1)[1])
     STATE = State(n_slots, mode)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True

@@ -75,12 +75,13 @@ def run(cfg: RunnerConfig):
     return report, runner.exit_code(report)
 
 
-def install_fake_server(lane_dir: pathlib.Path, mode: str = "cancel") -> pathlib.Path:
+def install_fake_server(lane_dir: pathlib.Path, mode: str = "cancel", load: str = "") -> pathlib.Path:
     """bin/llama-server becomes testdata/fake_llama_server.py (HTTP + llama-server's slot log lines);
     mode "ignore_cancel" decodes a dropped stream to the end, as a server that never cancels."""
     import sys
 
     p = lane_dir / "bin" / "llama-server"
-    p.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{TESTDATA / "fake_llama_server.py"}" --fake_mode={mode} "$@"\n')
+    extra = f" --fake_load={load}" if load else ""
+    p.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{TESTDATA / "fake_llama_server.py"}" --fake_mode={mode}{extra} "$@"\n')
     p.chmod(0o755)
     return p
