@@ -33,7 +33,7 @@ import time
 import urllib.error
 import urllib.request
 
-from tools.runner import exits, loaded_libraries
+from tools.runner import exits, lane_files, loaded_libraries
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -156,6 +156,9 @@ class LlamaServer:
             foreign = loaded_libraries.foreign_libraries(self.proc.pid, self.ctx.config.lane_dir, roots)
         except OSError as err:
             foreign = [f"(/proc/{self.proc.pid}/maps unreadable: {err.strerror})"]
+        # A lane directory of links (Bazel's runfiles) maps its files by their targets: those are its own.
+        own = {os.path.realpath(p) for p in lane_files.files(self.ctx.config.lane_dir)}
+        foreign = [f for f in foreign if os.path.realpath(f) not in own]
         self.step.log(f"# llama-server pid {self.proc.pid}: {len(foreign)} mapped librar(ies) from outside the lane, "
                       "the system library dirs and the SDK" + (f": {', '.join(foreign)}" if foreign else ""))
         if foreign:
