@@ -24,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 import http.client
 import json
-import re
 import os
+import re
 import signal
 import socket
 import subprocess

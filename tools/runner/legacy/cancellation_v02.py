@@ -33,7 +33,7 @@ import time
 
 from proto import runner_report_pb2 as rpb
 from tools.runner import exits, log_blocks
-from tools.runner.checks.base import Check, option
+from tools.runner.checks.base import option
 from tools.runner.context import RunContext
 from tools.runner.llama_server import SERVER_SIGINT_EXIT, LlamaServer, ServerError, parse_server_log
 from tools.runner.steps import Step

@@ -28,7 +28,6 @@ import threading
 
 from proto import runner_report_pb2 as rpb
 from tools.runner import log_blocks
-from tools.runner.checks.base import Check
 from tools.runner.context import RunContext
 from tools.runner.llama_server import LlamaServer, ServerError, max_busy, parse_server_log
 from tools.runner.steps import Step
