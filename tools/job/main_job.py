@@ -129,7 +129,7 @@ def publish_run(staging: pathlib.Path, runs: pathlib.Path, report: runner_report
     json_twin = evidence.with_suffix(".json")
     if json_twin.exists():
         shutil.copy2(json_twin, staging / "build_evidence.json")
-    (staging / run_lock.KEPT_MARKER).unlink(missing_ok=True)
+    (staging.parent / run_lock.KEPT_MARKER).unlink(missing_ok=True)
     return atomic_files.publish_dir(staging, final)
 
 
@@ -222,14 +222,17 @@ def run_job(opts: JobOptions) -> int:
     cpu_lane_evidence = lane_file(opts.cpu_lane_evidence, "cpu", "evidence") if alias != "cpu" else None
     # The run happens outside the repository; evidence/ is touched only once it is complete. The
     # dir's name carries this process's pid and start time: if we are killed, the next run removes it.
-    staging = run_lock.make_staging_dir(f"lanes-run-{alias}-")
+    # The run dir is a subdirectory: the staging dir's own lock file is not part of the run.
+    staging_root = run_lock.make_staging_dir(f"lanes-run-{alias}-")
+    staging = staging_root / "run"
+    staging.mkdir()
     try:
         with run_lock.stop_run_on_signal(lambda: None):  # SIGTERM: unwind through the finally below
             return _run_and_sign(opts, staging, lane_id, alias, lane_dir, evidence, (cpu_lane, cpu_lane_evidence),
                                  workspace, spec, policy_path, runs, records_dir)
     finally:
-        if not (staging / run_lock.KEPT_MARKER).exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        if not (staging_root / run_lock.KEPT_MARKER).exists():
+            shutil.rmtree(staging_root, ignore_errors=True)
 
 
 def resolve_model(model: str, store: str) -> tuple[pathlib.Path, str]:
@@ -284,7 +287,7 @@ def _run_and_sign(opts: JobOptions, staging, lane_id, alias, lane_dir, evidence,
     print(report_lib.summary_table(report), flush=True)
     code = runner.exit_code(report)
     if code != 0 or not report.pass_recordable:
-        (staging / run_lock.KEPT_MARKER).write_text("kept for inspection: a finished, non-recordable run\n")
+        (staging.parent / run_lock.KEPT_MARKER).write_text("kept for inspection: a finished, non-recordable run\n")
         print(f"certify: the run is not recordable ({'; '.join(report.non_recordable_reasons) or 'a check failed'}); "
               f"nothing signed. Report and logs: {staging}", file=sys.stderr)
         return code or 1
