@@ -227,5 +227,3 @@ class Options:
     # A dropped stream's slot must be released (server log) within this bound, and the next
     # request served within it; written into the step's configuration.
     cancel_bound_s: float = option(5.0)
-
-

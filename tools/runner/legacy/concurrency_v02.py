@@ -187,5 +187,3 @@ def run_concurrency(ctx: RunContext, step: Step, report: rpb.RunnerReport | None
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
     return evaluate(logs_dir)[2]
-
-
