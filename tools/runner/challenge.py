@@ -17,7 +17,7 @@ import secrets
 
 PROMPT_SET = pathlib.Path(__file__).resolve().parent / "challenge_prompts.txt"
 FILE_NAME = "challenge.json"
-PARITY_SENTENCES = 3
+PARITY_SENTENCES = 2
 N_SERVER_PROMPTS = 4
 
 

@@ -64,9 +64,9 @@ def test_flash_attention_on_is_compared_end_to_end(tmp_path):
     from tools.runner.checks import reference_parity as rp
     ref = _logits(n=20)
     lane = ref.astype(np.float32)
-    _ref_logs(tmp_path, ref, lane, float64=ref, lane_fa_on=(ref + 1e-3).astype(np.float32))
+    _ref_logs(tmp_path, ref, lane, lane_fa_on=(ref + 1e-3).astype(np.float32))
     assert rp.problems(tmp_path) == []
-    counts, metrics = _ref_logs(tmp_path, ref, lane, float64=ref, lane_fa_on=(ref + 0.2).astype(np.float32))
+    counts, metrics = _ref_logs(tmp_path, ref, lane, lane_fa_on=(ref + 0.2).astype(np.float32))
     assert metrics["fa_on.max_abs_delta_logit"] > 0.1
     assert any(p.startswith("flash attention on vs float64: max |delta logit|") for p in rp.problems(tmp_path))
 
