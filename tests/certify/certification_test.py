@@ -22,8 +22,10 @@ flags.DEFINE_string("spec", None, "Runfiles path of the lane spec.")
 flags.DEFINE_string("model", None, "Runfiles path of the embedded GGUF model.")
 flags.DEFINE_string("model_source", "embedded://tools/model:tiny_llama_f32", "Recorded model source.")
 flags.DEFINE_string("cpu_lane_manifest", "", "Accelerator lanes: runfiles path of the CPU lane's cpu.lane.json.")
+flags.DEFINE_string("policy", None, "Runfiles path of the admission policy the run is bound to (a run without one "
+                    "is not recordable).")
 flags.DEFINE_list("runner_args", [], "Extra runner flags, e.g. --threads=2.")
-flags.mark_flags_as_required(["lane_manifest", "spec", "model"])
+flags.mark_flags_as_required(["lane_manifest", "spec", "model", "policy"])
 
 
 def read_manifest(root: pathlib.Path, path: str) -> dict:
@@ -44,9 +46,11 @@ def runner_argv(root: pathlib.Path, out: pathlib.Path, lane: dict) -> list[str]:
             f"--model={root / FLAGS.model}",
             f"--model_source={FLAGS.model_source}",
             f"--out_dir={out}",
-            f"--report={out / 'runner_report.pb'}"]
+            f"--report={out / 'runner_report.pb'}",
+            f"--policy={root / FLAGS.policy}"]
     if FLAGS.cpu_lane_manifest:
-        argv.append(f"--cpu_lane_dir={root / read_manifest(root, FLAGS.cpu_lane_manifest)['lane_dir']}")
+        cpu_lane = read_manifest(root, FLAGS.cpu_lane_manifest)
+        argv += [f"--cpu_lane_dir={root / cpu_lane['lane_dir']}", f"--cpu_lane_evidence={root / cpu_lane['evidence']}"]
     return argv + list(FLAGS.runner_args)
 
 
