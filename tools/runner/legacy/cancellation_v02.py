@@ -1,7 +1,7 @@
 """The cancellation check as runner 0.2.x made and judged it, kept to audit the runs it made (evidence/runs).
 
 Runs of runner 0.3.0 and later are judged by tools/runner/checks/cancellation.py. What follows is that
-runner's module unchanged but for its registry entry.
+runner's evaluation unchanged (its run functions are gone: it judges, it no longer runs).
 
 Cancellation, proven by the server's own log, not by the client's impression.
 
@@ -24,21 +24,11 @@ bytes the client read) and cancellation.sigint.log.
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 import re
-import signal
-import subprocess
-import time
 
-from proto import runner_report_pb2 as rpb
 from tools.runner import exits, log_blocks
-from tools.runner.checks.base import option
-from tools.runner.context import RunContext
-from tools.runner.llama_server import SERVER_SIGINT_EXIT, LlamaServer, ServerError, parse_server_log
-from tools.runner.steps import Step
-
-CR = rpb.CheckResult
+from tools.runner.llama_server import SERVER_SIGINT_EXIT, parse_server_log
 
 STEP = "cancellation"
 SERVER_LOG = f"{STEP}.server.log"
@@ -133,97 +123,3 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         if not after or after[-1] != 0:
             problems.append(f"the run after SIGINT exited {after[-1] if after else 'never'}")
     return c, m, problems
-
-
-def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
-    c, m, _ = evaluate(logs_dir)
-    return c, m
-
-
-def abort_stream(ctx: RunContext, step: Step) -> list[str]:
-    """Drops a stream, then sends the next request; stops the server with SIGINT. The verdict is
-    evaluate()'s, from the logs; this returns only what the client saw go wrong."""
-    problems = []
-    with LlamaServer(ctx, step, n_parallel=1, ctx_size=LONG_CTX) as srv:
-        with open(ctx.logs_dir / STREAM_FILE, "wb") as transcript:
-            step.extra_logs.append(ctx.logs_dir / STREAM_FILE)
-            chunks, finished = srv.stream_and_abort("Tell me a long story.", STREAM_PREDICT,
-                                                    chunks_before_abort=CHUNKS_BEFORE_ABORT, transcript=transcript)
-        step.log(f"stream: read {chunks} chunks, finished before abort: {finished}; connection dropped")
-        if finished:
-            problems.append("the stream finished before it could be aborted")
-        try:
-            out = srv.complete("Hello", 8, timeout_s=min(ctx.config.timeout_s, 120))
-            step.log(f"next request: {out.get('tokens_predicted')} tokens {out.get('content')!r}")
-        except OSError as err:
-            problems.append(f"request after the abort failed: {err}")
-        if not srv.alive():
-            problems.append("llama-server died after the aborted stream")
-        srv.sigint_stop(ctx.config.sigint_exit_bound_s)
-    return problems
-
-
-def sigint_generation(ctx: RunContext, step: Step) -> list[str]:
-    cfg = ctx.config
-    base = [str(ctx.bin("llama-completion")), "-m", str(cfg.model), "--temp", "0", "-s", str(cfg.seed),
-            "-no-cnv", "--no-display-prompt", "-t", str(cfg.threads), *ctx.ngl]
-    argv = base + ["-p", "Tell me a long story.", "-c", str(LONG_CTX), "-n", str(LONG_PREDICT), "--ignore-eos"]
-    out_path = ctx.scratch_dir / "sigint.out"
-    step.log(f"$ {' '.join(argv)}  (SIGINT once output appears)")
-    with open(out_path, "wb") as out, open(ctx.logs_dir / SIGINT_LOG, "wb") as err:
-        step.extra_logs.append(ctx.logs_dir / SIGINT_LOG)
-        proc = ctx.tracker.popen(argv, stdout=out, stderr=err)
-        deadline = time.monotonic() + min(cfg.timeout_s, 300)
-        while time.monotonic() < deadline and proc.poll() is None and out_path.stat().st_size < 16:
-            time.sleep(0.05)
-        if proc.poll() is not None:
-            return [f"llama-completion ended (exit {exits.describe(proc.returncode)}) before SIGINT could be sent"]
-        if out_path.stat().st_size < 16:
-            ctx.tracker.stop(proc)
-            return ["llama-completion produced no output before the deadline"]
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(timeout=cfg.sigint_exit_bound_s)
-        except subprocess.TimeoutExpired:
-            ctx.tracker.stop(proc)
-            return [f"llama-completion still running {cfg.sigint_exit_bound_s:.0f}s after SIGINT"]
-        exit_s = time.monotonic() - t0
-    step.log(f"# SIGINT: exit {code} after {exit_s:.3f}s, {out_path.stat().st_size} bytes generated")
-    step.run(base + ["-p", "Hello", "-n", "8"], cfg.timeout_s)
-    return []
-
-
-def run_cancellation(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
-    cfg = ctx.config
-    step.config("cancel_bound_s", f"{cfg.cancel_bound_s!r}")
-    step.config("stream_n_predict", f"{STREAM_PREDICT}")
-    step.config("sigint_exit_bound_s", f"{cfg.sigint_exit_bound_s!r}")
-    try:
-        problems = abort_stream(ctx, step)
-    except (ServerError, OSError, ValueError) as err:
-        problems = [f"stream abort: {type(err).__name__}: {err}"]
-    problems += sigint_generation(ctx, step)
-    c, m, log_problems = evaluate(ctx.logs_dir)
-    step.result.counts.update(c)
-    step.result.metrics.update(m)
-    problems += log_problems
-    if problems:
-        return CR.FAIL, "; ".join(problems)
-    return CR.PASS, (f"server log: dropped stream cancelled after {c['stream_tokens_decoded']} of {c['stream_n_predict']} "
-                     f"tokens, slot released {m['stream_task_seconds']:.3f}s after launch (bound {m['cancel_bound_s']:g}s), "
-                     f"next request done {m['recovery_seconds']:.3f}s later; llama-server SIGINT exit 0; "
-                     f"llama-completion SIGINT exit 130 in {m['sigint_exit_seconds']:.2f}s; next run succeeded")
-
-
-def problems(logs_dir: pathlib.Path) -> list[str]:
-    """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
-    return evaluate(logs_dir)[2]
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    sigint_exit_bound_s: float = option(10.0)
-    # A dropped stream's slot must be released (server log) within this bound, and the next
-    # request served within it; written into the step's configuration.
-    cancel_bound_s: float = option(5.0)
