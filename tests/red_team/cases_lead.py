@@ -189,8 +189,6 @@ def case_server_maps_a_planted_library(tmp: pathlib.Path) -> Refusal:
     import shutil
 
     from tools.runner.checks import concurrency
-    from tools.runner.context import RunContext
-    from tools.runner.lane_spec import Lane
     from tools.runner.steps import Step
     libm = ctypes.util.find_library("m")
     system = next((p for p in (pathlib.Path("/lib/x86_64-linux-gnu") / (libm or ""), pathlib.Path("/usr/lib64") / (libm or ""))
@@ -199,12 +197,7 @@ def case_server_maps_a_planted_library(tmp: pathlib.Path) -> Refusal:
     planted = tmp / "planted" / "libplanted.so"
     planted.parent.mkdir()
     shutil.copyfile(system, planted)
-    lane_dir = fake_lane.make_lane(tmp / "lane")
-    fake_lane.install_fake_server(lane_dir, "cancel", load=str(planted))
-    cfg = fake_lane.config(tmp, lane_dir, None, tmp / "m.gguf", timeout_s=30)
-    (tmp / "logs").mkdir()
-    lane = Lane("linux-x86_64-cpu", "cpu", "linux", "x86_64", "cpu", "host-cc", (), (), ())
-    ctx = RunContext(config=cfg, lane=lane, logs_dir=tmp / "logs", scratch_dir=tmp)
+    ctx = fake_lane.server_context(tmp, "cancel", load=str(planted))
     try:
         status, message = concurrency.run_concurrency(ctx, Step(concurrency.STEP, ctx.logs_dir, ctx.tracker))
     finally:

@@ -9,19 +9,8 @@ from tests.red_team.case import RedTeamCase, Refusal
 
 
 def _ctx(tmp: pathlib.Path, mode: str):
-    from tools.runner.config import RunnerConfig
-    from tools.runner.context import RunContext
-    from tools.runner.lane_spec import Lane
     from tools.runner.testing import fake_lane
-
-    lane_dir = fake_lane.make_lane(tmp / "lane")
-    fake_lane.install_fake_server(lane_dir, mode)
-    cfg = RunnerConfig(lane="cpu", lane_dir=lane_dir, evidence=None, spec=fake_lane.SPEC, model=tmp / "m.gguf",
-                       out_dir=tmp, report=tmp / "r.pb", timeout_s=30)
-    logs = tmp / "logs"
-    logs.mkdir()
-    lane = Lane("linux-x86_64-cpu", "cpu", "linux", "x86_64", "cpu", "host-cc", (), (), ())
-    return RunContext(config=cfg, lane=lane, logs_dir=logs, scratch_dir=tmp)
+    return fake_lane.server_context(tmp, mode)
 
 
 def serial_server_logging_overlap(tmp: pathlib.Path) -> Refusal:

@@ -27,19 +27,10 @@ def test_server_log_parser_on_real_cancellation_log():
 
 def _cancellation_with_fake_server(tmp_path, mode):
     from tools.runner.checks import cancellation
-    from tools.runner.config import RunnerConfig
-    from tools.runner.context import RunContext
-    from tools.runner.lane_spec import Lane
     from tools.runner.steps import Step
     from tools.runner.testing import fake_lane
-    lane_dir = fake_lane.make_lane(tmp_path / "lane")
-    fake_lane.install_fake_server(lane_dir, mode)
-    cfg = RunnerConfig(lane="cpu", lane_dir=lane_dir, evidence=None, spec=fake_lane.SPEC, model=tmp_path / "m.gguf",
-                       out_dir=tmp_path, report=tmp_path / "r.pb", timeout_s=30)
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    lane = Lane("linux-x86_64-cpu", "cpu", "linux", "x86_64", "cpu", "host-cc", (), (), ())
-    ctx = RunContext(config=cfg, lane=lane, logs_dir=logs, scratch_dir=tmp_path)
+    ctx = fake_lane.server_context(tmp_path, mode)
+    cfg, logs = ctx.config, ctx.logs_dir
     step = Step("cancellation", logs, ctx.tracker)
     step.config("cancel_bound_s", f"{cfg.cancel_bound_s!r}")
     step.config("stream_n_predict", f"{cancellation.STREAM_PREDICT}")

@@ -120,18 +120,8 @@ def _concurrency_with_fake_server(tmp_path, mode):
 
 
 def _fake_ctx(tmp_path, mode):
-    from tools.runner.config import RunnerConfig
-    from tools.runner.context import RunContext
-    from tools.runner.lane_spec import Lane
     from tools.runner.testing import fake_lane
-    lane_dir = fake_lane.make_lane(tmp_path / "lane")
-    fake_lane.install_fake_server(lane_dir, mode)
-    cfg = RunnerConfig(lane="cpu", lane_dir=lane_dir, evidence=None, spec=fake_lane.SPEC, model=tmp_path / "m.gguf",
-                       out_dir=tmp_path, report=tmp_path / "r.pb", timeout_s=30)
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    lane = Lane("linux-x86_64-cpu", "cpu", "linux", "x86_64", "cpu", "host-cc", (), (), ())
-    return RunContext(config=cfg, lane=lane, logs_dir=logs, scratch_dir=tmp_path)
+    return fake_lane.server_context(tmp_path, mode)
 
 
 def test_concurrency_passes_on_an_honest_fake_server(tmp_path):

@@ -75,6 +75,22 @@ def run(cfg: RunnerConfig):
     return report, runner.exit_code(report)
 
 
+def server_context(tmp: pathlib.Path, mode: str = "cancel", load: str = ""):
+    """A RunContext over a fake CPU lane whose llama-server is testdata/fake_llama_server.py in `mode`
+    (see install_fake_server), for calling the server checks directly."""
+    from tools.runner.context import RunContext
+    from tools.runner.lane_spec import Lane
+
+    lane_dir = make_lane(tmp / "lane")
+    install_fake_server(lane_dir, mode, load)
+    cfg = RunnerConfig(lane="cpu", lane_dir=lane_dir, evidence=None, spec=SPEC, model=tmp / "m.gguf",
+                       out_dir=tmp, report=tmp / "r.pb", timeout_s=30)
+    logs = tmp / "logs"
+    logs.mkdir()
+    lane = Lane("linux-x86_64-cpu", "cpu", "linux", "x86_64", "cpu", "host-cc", (), (), ())
+    return RunContext(config=cfg, lane=lane, logs_dir=logs, scratch_dir=tmp)
+
+
 def install_fake_server(lane_dir: pathlib.Path, mode: str = "cancel", load: str = "") -> pathlib.Path:
     """bin/llama-server becomes testdata/fake_llama_server.py (HTTP + llama-server's slot log lines);
     mode "ignore_cancel" decodes a dropped stream to the end, as a server that never cancels."""
