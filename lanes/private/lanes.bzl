@@ -107,6 +107,8 @@ TOOLS = [
     "test-backend-ops",
     # Prints every graph node's output: the CPU lane's per-op oracle compares it with NumPy.
     "llama-eval-callback",
+    # Corpus-level parity and upstream's quality floor (perplexity, --kl-divergence).
+    "llama-perplexity",
 ]
 
 # Runtime names (SONAMEs) of the llama stage's libraries the TOOLS load.

@@ -1,7 +1,9 @@
 """Tests for the per-op oracle (tools/runner/op_oracle.py).
 
 testdata/op_oracle/op_oracle.log is a real step log: llama-eval-callback of the pinned llama.cpp
-(CPU, libraries of the CPU lane) on the embedded tiny F32 model, flash attention off and on. The
+(CPU, libraries of the CPU lane) on the embedded tiny F32 model, flash attention off and on, made by
+runner 0.3.0 (before the node dump): these tests judge it as that runner's run, on the printed
+corners and sums (op_oracle_dump_test.py covers the whole-node comparison of current runs). The
 float64 reference runs on that model: pass `--model=PATH` (Bazel does) or set LANES_TINY_F32_GGUF;
 default bazel-bin/tools/model/tiny_llama_f32.gguf. No lane binary runs here.
 
@@ -23,6 +25,7 @@ import pytest
 from proto import runner_report_pb2 as rpb
 from tools.runner.checks import op_oracle as oo
 from tools.runner.checks import op_oracle_graph as oo_graph
+from tools.runner import log_blocks
 from tools.runner.checks import op_oracle_log as oo_log
 from tools.runner.steps import ProcessTracker, Step
 
@@ -33,6 +36,12 @@ GRAPH_OPS = ("GET_ROWS", "RMS_NORM", "MUL", "ADD", "MUL_MAT", "ROPE", "SET_ROWS"
              "SOFT_MAX", "FLASH_ATTN_EXT", "SILU", "SWIGLU")
 # The ops a llama-architecture graph runs (both flash-attention modes); SCALE and SILU never occur.
 IN_GRAPH = set(GRAPH_OPS) - {"SCALE", "SILU"}
+
+
+@pytest.fixture(autouse=True)
+def judged_as_its_runner():
+    with log_blocks.judging_run_of("lanes-runner 0.3.0"):
+        yield
 
 
 @pytest.fixture(scope="module")

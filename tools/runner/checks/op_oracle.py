@@ -6,23 +6,27 @@ model on a fixed prompt and prints every graph node as it is computed:
     common_debug_cb_eval: <name> = (<type>) <OP>(<src0>{ne}, <src1>{ne}}) = {ne}
 
 followed by the node's values (the first and last 3 indices along each of dims 0-2, "%12.4f") and
-`sum = %f` of all its elements (float32 accumulation). It runs twice, with flash attention off
-(KQ MUL_MAT, SOFT_MAX, the transposed-V SET_ROWS, CONT) and on (CPY of the cache views to F16,
-FLASH_ATTN_EXT), both with an F32 KV cache and fixed threads. Those raw outputs are the step's log.
+`sum = %f` of all its elements (float32 accumulation). With `--lanes-node-dump FILE` (patch 0006) it
+also writes every node's whole output as float32 (tools/runner/checks/op_oracle_dump.py). It runs
+twice, with flash attention off (KQ MUL_MAT, SOFT_MAX, the transposed-V SET_ROWS, CONT) and on (CPY
+of the cache views to F16, FLASH_ATTN_EXT), both with an F32 KV cache and fixed threads. The log
+and the two dumps are the step's raw files.
 
 tools/model/reference_forward.forward_nodes recomputes each node in float64 NumPy from the GGUF
 (written from the model definition, not from ggml), for the token ids the binary printed. This
-module maps each printed node to its reference (by llama.cpp's node names and sources), compares
-every printed value and the sum, and aggregates per ggml op. View nodes (VIEW, RESHAPE, PERMUTE,
-TRANSPOSE) move no data and are not compared. A compute node with no reference, or an op of the
-required set with zero evaluated nodes, fails the check; NaN/Inf anywhere fails.
+module maps each printed node to its reference (by llama.cpp's node names and sources) and aligns
+it with the dump node for node (name, op, type, shape); the printed values and sums must be the
+dump's (to their print rounding), then every element of the dump is compared with the reference,
+aggregated per ggml op. View nodes (VIEW, RESHAPE, PERMUTE, TRANSPOSE) move no data and are not
+compared. A compute node with no reference, or an op of the required set with zero evaluated
+nodes, fails the check; NaN/Inf anywhere fails. Runs made before the dump existed (runner < 0.4.0)
+are judged on the printed corners and sums only, with PRINT_ROUNDING added to each tolerance.
 
-Tolerances (per op; an element passes when |lane - ref| <= PRINT_ROUNDING + atol + rtol * |ref|):
-  - PRINT_ROUNDING 5e-5: values are printed with 4 decimals.
+Tolerances (per op; an element passes when |lane - ref| <= atol * rms(ref node) + rtol * |ref|):
   - F32 ops: the lane computes in float32 (unit roundoff u = 2^-24 = 6e-8), with dot products up to
     512 long and errors carried from up to ~30 upstream nodes; float32 error relative to float64 is
     then ~sqrt(K) * u per MUL_MAT and grows along the chain, ~1e-6..1e-5 relative. rtol 1e-4 (about
-    10x the largest observed, see README) with atol 1e-5 keeps a margin against summation-order
+    10x the largest observed, see README) with atol 1e-4 of the node's rms keeps a margin against summation-order
     noise yet is ~1000x tighter than an error of one F16 rounding, so a wrong op (a dropped scale,
     a wrong rotation, a wrong row) fails.
   - CPY to F16: one F16 ulp (2^-10 relative): lane and reference round slightly different inputs,
@@ -30,7 +34,7 @@ Tolerances (per op; an element passes when |lane - ref| <= PRINT_ROUNDING + atol
   - FLASH_ATTN_EXT: the CPU kernel also rounds Q to F16 for the K dot products (its K is F16);
     a relative error of 2^-11 in scores of magnitude <~10 moves the softmax weights by ~5e-3
     relative, so rtol 1e-2, atol 1e-3 (test-backend-ops bounds FA's normalized MSE at 5e-4).
-  - Sums (every element, printed or not): 1e-6 (%f) + twice the rounding of a float32 sequential
+  - Older runs' sums (their only view of the unprinted elements): 1e-6 (%f) + twice the rounding of a float32 sequential
     sum of the reference (what debug.cpp computes, simulated) + 6 * sqrt(sum of squared element
     tolerances) (element errors of independent sign). Measured sum errors with flash attention off
     are <= 1e-3, 50x below; a shift of 0.5 in any sum fails (a test shows it).
@@ -53,6 +57,7 @@ from tools.model import reference_forward as rf
 from tools.model import spm_tokenizer
 from tools.runner import exits, log_blocks
 from tools.runner.checks.base import Check
+from tools.runner.checks.op_oracle_dump import read_dump
 from tools.runner.checks.op_oracle_graph import PRINT_ROUNDING, TOLERANCES, NodeResult, evaluate_run
 from tools.runner.checks.op_oracle_log import EVAL_BIN, OracleLogError, parse_config, parse_runs
 
@@ -92,10 +97,23 @@ def step_config(logs_dir: pathlib.Path, text: str) -> dict[str, str]:
     return parse_config(log_blocks.runner_lines(text))
 
 
-def evaluate_log(text: str, model_path: pathlib.Path | None = None, config: dict[str, str] | None = None
+# Runs made from this runner version on dump every node in full; older ones are judged on the
+# printed corners and sums they have.
+NODE_DUMP_SINCE = (0, 4, 0)
+
+
+def dump_name(flash_attn: str) -> str:
+    return f"{STEP}.fa_{flash_attn}.nodes"
+
+
+def evaluate_log(text: str, model_path: pathlib.Path | None = None, config: dict[str, str] | None = None,
+                 logs_dir: pathlib.Path | None = None
                  ) -> tuple[dict[str, int], dict[str, float], list[NodeResult], dict[str, str]]:
     """Counts, metrics, per-node results and the configuration of one op_oracle.log (config: the
-    step's; default: the config lines the runner wrote in the log, as older runs have them)."""
+    step's; default: the config lines the runner wrote in the log, as older runs have them).
+
+    Where the config names a run's node dump (`node_dump.fa_<mode>`, a file in logs_dir), every
+    element of every node is compared; otherwise only the printed corners and sums are."""
     config = parse_config(log_blocks.runner_lines(text)) if config is None else config
     path = model_path or (pathlib.Path(config["model"]) if config.get("model") else None)
     if (path is None or not path.is_file()) and config.get("sha256"):
@@ -126,8 +144,16 @@ def evaluate_log(text: str, model_path: pathlib.Path | None = None, config: dict
         if "expected_tokens" in config:  # the run's fresh prompt, tokenized without the lane
             expected = [int(t) for t in config["expected_tokens"].split(",") if t]
             counts[f"tokens.fa_{run.flash_attn}.match_vocabulary"] = int(run.tokens == expected)
+        dump_file = config.get(f"node_dump.fa_{run.flash_attn}")
+        dumped = None
+        if dump_file:
+            if logs_dir is None or pathlib.Path(dump_file).name != dump_file:
+                raise OracleLogError(f"node dump {dump_file!r}: expected a file name in the step's logs directory")
+            dumped = read_dump(pathlib.Path(logs_dir) / dump_file)
+        if dumped is not None:  # a key older runs' records do not have
+            counts[f"dump.fa_{run.flash_attn}"] = 1
         if run.tokens and run.nodes:
-            results.extend(evaluate_run(run, model, tolerances))
+            results.extend(evaluate_run(run, model, tolerances, dumped))
     metrics: dict[str, float] = {}
     counts["nodes"] = len(results)
     for status in ("view", "pass", "fail", "unresolved"):
@@ -170,7 +196,7 @@ def recompute(logs_dir: pathlib.Path, model: pathlib.Path | None = None) -> tupl
     config = step_config(pathlib.Path(logs_dir), text)
     if config.get("oracle") == "not_applicable":
         return {}, {}
-    counts, metrics, _, _ = evaluate_log(text, model, config)
+    counts, metrics, _, _ = evaluate_log(text, model, config, pathlib.Path(logs_dir))
     return counts, metrics
 
 
@@ -188,6 +214,10 @@ def judge(counts: dict[str, int], metrics: dict[str, float], config: dict[str, s
         elif counts.get(f"tokens.fa_{mode}.match_vocabulary") == 0:
             problems.append(f"the -fa {mode} run's input tokens are not this run's prompt as the model's vocabulary "
                             "tokenizes it (a replay of another prompt?)")
+    if not log_blocks.run_predates(NODE_DUMP_SINCE):
+        for mode in fa_modes:
+            if not counts.get(f"dump.fa_{mode}"):
+                problems.append(f"the -fa {mode} run has no node dump: only its printed corners could be compared")
     if counts.get("nodes_unresolved"):
         problems.append(f"{counts['nodes_unresolved']} compute node(s) without a reference")
     for op in [o for o in config.get("required_ops", "").split(",") if o]:
@@ -251,11 +281,11 @@ def absent_ops(spec_path: pathlib.Path, lane_id: str) -> list[str]:
 
 
 def eval_command(bin_path: pathlib.Path, model: pathlib.Path, prompt: str, threads: int, seed: int,
-                 flash_attn: str) -> list[str]:
+                 flash_attn: str, node_dump: pathlib.Path) -> list[str]:
     # F32 KV cache: the cache nodes (SET_ROWS) stay F32 and only the graph's own cast to F16
     # (CPY, flash attention on) rounds K/V. No warm-up run (eval-callback disables it).
     return [str(bin_path), "-m", str(model), "-p", prompt, "-t", str(threads), "-fa", flash_attn,
-            "-ctk", "f32", "-ctv", "f32", "--seed", str(seed)]
+            "-ctk", "f32", "-ctv", "f32", "--seed", str(seed), "--lanes-node-dump", str(node_dump)]
 
 
 def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
@@ -286,7 +316,11 @@ def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[in
     codes: list[int] = []
     crashes: list[str] = []
     for fa in ("off", "on"):
-        argv = eval_command(ctx.bin(EVAL_BIN), cfg.model, cfg.parity_prompt, threads, cfg.seed, fa)
+        step.config(f"node_dump.fa_{fa}", dump_name(fa))
+    for fa in ("off", "on"):
+        dump = step.log_path.parent / dump_name(fa)
+        step.extra_logs.append(dump)
+        argv = eval_command(ctx.bin(EVAL_BIN), cfg.model, cfg.parity_prompt, threads, cfg.seed, fa, dump)
         res = step.run(argv, cfg.timeout_s)
         for _ in range(TRUNCATION_RETRIES):
             if res.exit_code != 0 or output_complete(res.output):
@@ -306,14 +340,16 @@ def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[in
         # comparison of a cut-off output would report; the figures of what it printed still stand,
         # so that the audit re-derives the same ones.
         try:
-            counts, metrics, _, _ = evaluate_log(text, cfg.model, step_config(step.log_path.parent, text))
+            counts, metrics, _, _ = evaluate_log(text, cfg.model, step_config(step.log_path.parent, text),
+                                                 step.log_path.parent)
             step.result.counts.update({k: int(v) for k, v in counts.items()})
             step.result.metrics.update({k: float(v) for k, v in metrics.items()})
         except (OracleLogError, ValueError, FileNotFoundError):
             pass
         return CR.FAIL, "the lane crashed: " + "; ".join(crashes)
     try:
-        counts, metrics, results, config = evaluate_log(text, cfg.model, step_config(step.log_path.parent, text))
+        counts, metrics, results, config = evaluate_log(text, cfg.model, step_config(step.log_path.parent, text),
+                                                        step.log_path.parent)
     except (OracleLogError, ValueError, FileNotFoundError) as err:
         return CR.FAIL, f"{type(err).__name__}: {err}"
     for r in results:
@@ -345,7 +381,7 @@ def problems(logs_dir: pathlib.Path, model: pathlib.Path | None = None) -> list[
                if r.exit_code is not None and exits.crashed(r.exit_code)]
     if crashes:
         return ["the lane crashed: " + "; ".join(crashes)]
-    counts, metrics, _, config = evaluate_log(text, model, config)
+    counts, metrics, _, config = evaluate_log(text, model, config, pathlib.Path(logs_dir))
     return judge(counts, metrics, config)
 
 

@@ -13,6 +13,7 @@ import shlex
 import numpy as np
 
 from tools.model import reference_forward as rf
+from tools.runner.checks.op_oracle_dump import DumpedNode
 from tools.runner.checks.op_oracle_log import Node, OracleLogError, Run, n_printed, printed_indices
 
 # Views move no data: the ops of the lane spec are the ones that compute.
@@ -154,14 +155,9 @@ def compare_node(node: Node, want: np.ndarray, atol: float, rtol: float) -> Node
                                    max_rel_err=math.inf, worst_ratio=math.inf)
     flat = want.reshape(-1)
     rms = float(np.sqrt(np.mean(flat * flat))) if flat.size else 0.0
-    if node.op in MUST_VARY_OPS:
-        spread = float(np.ptp(flat)) if flat.size else 0.0
-        scale = PRINT_ROUNDING + atol * rms + rtol * float(np.abs(flat).max(initial=0.0))
-        if not spread > MIN_SPREAD_TOLERANCES * scale:
-            return dataclasses.replace(res, status="fail", why=(
-                f"the reference is constant ({float(flat[0]) if flat.size else 0.0:.6g} across {flat.size} elements, "
-                f"spread {spread:.3g} <= {MIN_SPREAD_TOLERANCES:g} x tol {scale:.3g}): a degenerate model, nothing "
-                f"is tested by {node.op}"))
+    degenerate = _degenerate(node, flat, rms, atol, rtol)
+    if degenerate:
+        return dataclasses.replace(res, status="fail", why=degenerate)
     err = np.abs(got - ref)
     tol = PRINT_ROUNDING + atol * rms + rtol * np.abs(ref)
     big = np.abs(ref) >= REL_ERR_FLOOR
@@ -185,7 +181,97 @@ def compare_node(node: Node, want: np.ndarray, atol: float, rtol: float) -> Node
     return res
 
 
-def evaluate_run(run: Run, model: rf.Model, tolerances: dict[str, tuple[float, float]]) -> list[NodeResult]:
+# A printed value is its float32 rounded to 4 decimals; a printed sum the lane's float32 sequential sum
+# to 6 decimals (with a float32 ulp of margin): the printed output and the dump must agree to that.
+PRINTED_VS_DUMP = PRINT_ROUNDING * (1 + 1e-6)
+SUM_VS_DUMP_ABS = 1e-6
+SUM_VS_DUMP_REL = 2.0 ** -23
+
+
+def _aligned(node: Node, dumped: DumpedNode) -> str:
+    """Why the dumped node is not the printed one ("" when they agree)."""
+    if (dumped.name, dumped.op, dumped.type, dumped.ne) != (node.name, node.op, node.type, node.ne):
+        return (f"the dump holds {dumped.name} {dumped.op} ({dumped.type}){list(dumped.ne)} where the log prints "
+                f"{node.name} {node.op} ({node.type}){list(node.ne)}")
+    return ""
+
+
+def compare_node_full(node: Node, dumped: DumpedNode, want: np.ndarray, atol: float, rtol: float) -> NodeResult:
+    """Every element of the node's dumped output against the reference (no print rounding), after
+    checking that what the lane printed is what it dumped."""
+    misaligned = _aligned(node, dumped)
+    if misaligned:
+        return NodeResult(node, "fail", misaligned)
+    expected = n_printed(node.ne)
+    if len(node.values) != expected or not node.sums:
+        return NodeResult(node, "fail", f"printed {len(node.values)} values and {len(node.sums)} sums, "
+                                        f"expected {expected} and >= 1 (truncated log?)")
+    got_all = dumped.values.astype(np.float64).reshape(want.shape)
+    idx = np.ix_(range(node.ne[3]), printed_indices(node.ne[2]), printed_indices(node.ne[1]),
+                 printed_indices(node.ne[0]))
+    printed = np.asarray(node.values, np.float64)
+    corners = got_all[idx].reshape(-1)
+    res = NodeResult(node, "pass", elements=int(got_all.size))
+    if not (np.all(np.isfinite(got_all)) and np.all(np.isfinite(printed)) and all(math.isfinite(s) for s in node.sums)):
+        return dataclasses.replace(res, status="fail", why="NaN/Inf in the lane's output", max_abs_err=math.inf,
+                                   max_rel_err=math.inf, worst_ratio=math.inf)
+    off = np.abs(printed - corners)
+    if off.max(initial=0.0) > PRINTED_VS_DUMP:
+        k = int(np.argmax(off))
+        return dataclasses.replace(res, status="fail", why=(
+            f"the log prints {printed[k]:.4f} where the dump holds {corners[k]:.7g}: the printed output is not "
+            "what the lane dumped"), worst_ratio=math.inf)
+    # ne[3] sums, one per i3 block, each the float32 sequential sum of the whole node (debug.cpp).
+    flat32 = dumped.values.astype(np.float32)
+    lane_sum = float(np.cumsum(flat32, dtype=np.float32)[-1]) if flat32.size else 0.0
+    sum_off = max(abs(s - lane_sum) for s in node.sums)
+    if sum_off > SUM_VS_DUMP_ABS + SUM_VS_DUMP_REL * abs(lane_sum):
+        return dataclasses.replace(res, status="fail", why=(
+            f"the log prints sum {node.sums[0]:.6f} where the dump's float32 sum is {lane_sum:.6f}: the printed "
+            "output is not what the lane dumped"), worst_ratio=math.inf)
+    ref = want.reshape(-1)
+    got = got_all.reshape(-1)
+    if not np.all(np.isfinite(ref)):
+        return dataclasses.replace(res, status="fail", why="the reference is not finite")
+    rms = float(np.sqrt(np.mean(ref * ref))) if ref.size else 0.0
+    degenerate = _degenerate(node, ref, rms, atol, rtol)
+    if degenerate:
+        return dataclasses.replace(res, status="fail", why=degenerate)
+    err = np.abs(got - ref)
+    tol = atol * rms + rtol * np.abs(ref)
+    big = np.abs(ref) >= REL_ERR_FLOOR
+    res.max_abs_err = float(err.max(initial=0.0))
+    res.max_rel_err = float((err[big] / np.abs(ref[big])).max(initial=0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(tol > 0, err / np.where(tol > 0, tol, 1.0), np.where(err > 0, np.inf, 0.0))
+    res.worst_ratio = float(ratios.max(initial=0.0))
+    if res.worst_ratio > 1.0:
+        k = int(np.argmax(ratios))
+        res.status, res.why = "fail", (f"element {k} of {got.size}: {got[k]:.7g} vs reference {ref[k]:.7g} "
+                                       f"(|err| {err[k]:.3g} > tol {tol[k]:.3g})")
+    return res
+
+
+def _degenerate(node: Node, flat: np.ndarray, rms: float, atol: float, rtol: float) -> str:
+    """Why the reference of a must-vary op tests nothing ("" when it varies)."""
+    if node.op not in MUST_VARY_OPS:
+        return ""
+    spread = float(np.ptp(flat)) if flat.size else 0.0
+    scale = PRINT_ROUNDING + atol * rms + rtol * float(np.abs(flat).max(initial=0.0))
+    if spread > MIN_SPREAD_TOLERANCES * scale:
+        return ""
+    return (f"the reference is constant ({float(flat[0]) if flat.size else 0.0:.6g} across {flat.size} elements, "
+            f"spread {spread:.3g} <= {MIN_SPREAD_TOLERANCES:g} x tol {scale:.3g}): a degenerate model, nothing "
+            f"is tested by {node.op}")
+
+
+def evaluate_run(run: Run, model: rf.Model, tolerances: dict[str, tuple[float, float]],
+                 dumped: list[DumpedNode] | None = None) -> list[NodeResult]:
+    """Each node of the run against the reference: every element from the run's node dump when
+    given (aligned node for node with the log), else the printed corners and sums (older runs)."""
+    if dumped is not None and len(dumped) != len(run.nodes):
+        raise OracleLogError(f"run {shlex.join(run.argv)}: the node dump holds {len(dumped)} nodes, "
+                             f"the log prints {len(run.nodes)}")
     if not run.tokens:
         raise OracleLogError(f"run {shlex.join(run.argv)}: the log does not list the input tokens")
     # llama_batch_get_one (eval-callback) requests the logits of the last token only.
@@ -194,9 +280,10 @@ def evaluate_run(run: Run, model: rf.Model, tolerances: dict[str, tuple[float, f
     results = []
     fa_atol, fa_rtol = tolerances.get("FLASH_ATTN_EXT", TOLERANCES["FLASH_ATTN_EXT"])
     after_fa = False
-    for node in run.nodes:
+    for i, node in enumerate(run.nodes):
         if node.op in VIEW_OPS:
-            results.append(NodeResult(node, "view"))
+            misaligned = _aligned(node, dumped[i]) if dumped is not None else ""
+            results.append(NodeResult(node, "fail", misaligned) if misaligned else NodeResult(node, "view"))
             continue
         want = reference_value(node, ref, out_ids)
         if want is None:
@@ -207,7 +294,7 @@ def evaluate_run(run: Run, model: rf.Model, tolerances: dict[str, tuple[float, f
             # Downstream of FLASH_ATTN_EXT every value carries its F16-level error; these nodes are
             # held to the FA tolerance and reported apart (the -fa off run checks them tightly).
             atol, rtol = max(atol, fa_atol), max(rtol, fa_rtol)
-        res = compare_node(node, want, atol, rtol)
+        res = compare_node(node, want, atol, rtol) if dumped is None else compare_node_full(node, dumped[i], want, atol, rtol)
         res.after_fa = after_fa
         results.append(res)
         after_fa = after_fa or node.op == "FLASH_ATTN_EXT"
