@@ -119,6 +119,7 @@ _LLAMA_LIBS = [
     "libllama-completion-impl.so",
     "libllama-server-impl.so",
     "libllama-bench-impl.so",
+    "libllama-perplexity-impl.so",
 ]
 
 def merge_dicts(*dicts):

@@ -182,6 +182,19 @@ def case_binary_swapped_after_hashing(tmp: pathlib.Path) -> Refusal:
     return refused_check(report, "reference_parity", "artifacts changed after artifact_integrity hashed them")
 
 
+def case_binary_resolves_a_planted_library(tmp: pathlib.Path) -> Refusal:
+    """A lane binary (a real ELF, hashed with the lane) whose RUNPATH resolves a library from outside
+    the lane: the loader's resolutions of every lane ELF file are checked, not only the server's maps."""
+    lane_dir = fake_lane.make_lane(tmp / "lane")
+    _script(lane_dir / "bin" / "llama-completion", VERSION_SCRIPT)
+    planted = tmp / "planted"
+    fake_lane.build_linked_elf(tmp, lane_dir / "bin" / "llama-gguf-split", planted, str(planted))
+    evidence = fake_lane.make_evidence(lane_dir, tmp / "linux-x86_64-cpu.evidence.pb")
+    report = run(tmp, lane_dir, evidence, skip=("op_oracle", "cpu_variants", "upstream_ctest", "graph_smoke",
+                                                 "concurrency", "cancellation", "speed"))
+    return refused_check(report, "artifact_integrity", "libplanted.so resolves to")
+
+
 def case_server_maps_a_planted_library(tmp: pathlib.Path) -> Refusal:
     """A lane server that loads a library from outside the lane and the system (a copy of libm
     planted in /tmp stands for an injected one): refused when the server is up."""
@@ -217,6 +230,7 @@ CASES = [
     RedTeamCase(5, "llama-logits tokenizing the prompt as BOS only", case_bos_only),
     RedTeamCase(6, "lane binary rewrites a sibling after artifact_integrity", case_binary_swapped_after_hashing),
     RedTeamCase(6, "lane server maps a library planted outside the lane", case_server_maps_a_planted_library),
+    RedTeamCase(6, "lane binary's RUNPATH resolves a planted library", case_binary_resolves_a_planted_library),
 ]
 
 if __name__ == "__main__":

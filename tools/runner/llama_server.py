@@ -151,7 +151,7 @@ class LlamaServer:
     def _check_loaded_libraries(self) -> None:
         """The server may map only the lane's own files, the system's libraries and the SDK's: what it
         loaded from anywhere else (a preloaded or planted library) was never hashed."""
-        roots = [os.environ.get("CUDA_HOME", "/usr/local/cuda"), "/opt/rocm"] if self.ctx.lane.is_accelerator else []
+        roots = loaded_libraries.sdk_roots(self.ctx.lane.is_accelerator)
         try:
             foreign = loaded_libraries.foreign_libraries(self.proc.pid, self.ctx.config.lane_dir, roots)
         except OSError as err:

@@ -8,9 +8,16 @@ reaching a lane process; this is the observation that proves it for a long-runni
 from __future__ import annotations
 
 import os
+import re
+import struct
 
 SYSTEM_LIBRARY_ROOTS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
 _DELETED = " (deleted)"
+
+
+def sdk_roots(is_accelerator: bool) -> list[str]:
+    """Where an accelerator lane's SDK libraries may come from (the CUDA toolkit, ROCm)."""
+    return [os.environ.get("CUDA_HOME", "/usr/local/cuda"), "/opt/rocm"] if is_accelerator else []
 
 
 def _under(path: str, roots: list[str]) -> bool:
@@ -63,3 +70,114 @@ def foreign_libraries(pid: int, lane_dir: str | os.PathLike, allowed_roots: tupl
         if not _under(_real(path), roots):
             found.add(path)
     return sorted(found)
+
+
+# What the dynamic loader would resolve for each of the lane's ELF files, without running them
+# (`<interpreter> --list FILE`), in the environment the lane's processes get: the short-lived
+# binaries live too briefly for /proc/<pid>/maps, and a library that resolves from outside the lane,
+# the system and the SDK (through a RUNPATH, or a variable the environment let through) was never
+# hashed. Libraries that ggml loads with dlopen (GGML_BACKEND_DL) are lane files listed themselves.
+
+ELF_MAGIC = b"\x7fELF"
+_PT_INTERP = 3
+_MAX_INTERP = 4096
+# `\tname => /path (0xaddr)`, `\tname => not found`, `\t/abs/name (0xaddr)`, `\tlinux-vdso.so.1 (0xaddr)`
+_RESOLVED = re.compile(r"^\t(?P<name>[^\s=]+) => (?P<path>/\S+) \(0x[0-9a-f]+\)$")
+_NOT_FOUND = re.compile(r"^\t(?P<name>[^\s=]+) => not found$")
+_DIRECT = re.compile(r"^\t(?P<path>/\S+) \(0x[0-9a-f]+\)$")
+_VDSO = re.compile(r"^\tlinux-(?:vdso|gate)\.so\.1 \(0x[0-9a-f]+\)$")
+_STATIC = re.compile(r"^\tstatically linked$")
+
+
+class LoaderListError(ValueError):
+    """The loader's listing cannot be read as the libraries it resolved."""
+
+
+def is_elf(path: str | os.PathLike) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == ELF_MAGIC
+
+
+def elf_interpreter(path: str | os.PathLike) -> str | None:
+    """The PT_INTERP path of a 64-bit little-endian ELF (None for a shared library without one)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if len(head) < 64 or head[:4] != ELF_MAGIC or head[4] != 2 or head[5] != 1:
+            raise LoaderListError(f"{path}: not a 64-bit little-endian ELF file")
+        phoff, = struct.unpack_from("<Q", head, 32)
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
+        if phentsize < 56 or phnum > 4096:
+            raise LoaderListError(f"{path}: implausible program header table ({phnum} x {phentsize} bytes)")
+        for i in range(phnum):
+            f.seek(phoff + i * phentsize)
+            ph = f.read(56)
+            if len(ph) < 56:
+                raise LoaderListError(f"{path}: program header {i} is truncated")
+            p_type, = struct.unpack_from("<I", ph, 0)
+            if p_type == _PT_INTERP:
+                offset, = struct.unpack_from("<Q", ph, 8)
+                size, = struct.unpack_from("<Q", ph, 32)
+                if not 1 < size <= _MAX_INTERP:
+                    raise LoaderListError(f"{path}: PT_INTERP of {size} bytes")
+                f.seek(offset)
+                raw = f.read(size)
+                return raw.split(b"\0", 1)[0].decode("ascii", errors="strict")
+    return None
+
+
+def parse_loader_list(text: str) -> list[tuple[str, str | None]]:
+    """(needed name, resolved path or None when not found) per line of `ld.so --list` output; a line
+    naming a path directly (the loader itself, a preloaded object) gives (its file name, the path).
+    The vDSO is left out. A line of any other shape is refused: a name the lane chose could
+    otherwise hide a resolution."""
+    out: list[tuple[str, str | None]] = []
+    for line in text.splitlines():
+        if not line.strip() or _VDSO.match(line) or _STATIC.match(line):
+            continue
+        if m := _RESOLVED.match(line):
+            out.append((m["name"], m["path"]))
+        elif m := _NOT_FOUND.match(line):
+            out.append((m["name"], None))
+        elif m := _DIRECT.match(line):
+            out.append((m["path"].rsplit("/", 1)[-1], m["path"]))
+        else:
+            raise LoaderListError(f"unreadable loader line {line[:120]!r}")
+    return out
+
+
+def classify(resolved: str, own: dict[str, str], allowed_roots: list[str] | tuple[str, ...]) -> str:
+    """`lane:<relative path>` for a lane file (by real path: Bazel's runfiles are links), `system:`
+    or `sdk:` + the real path under those roots, else `foreign:` + the real path."""
+    real = _real(resolved)
+    if real in own:
+        return "lane:" + own[real]
+    system = [_real(r) for r in SYSTEM_LIBRARY_ROOTS] + list(SYSTEM_LIBRARY_ROOTS)
+    if _under(real, system):
+        return "system:" + real
+    if allowed_roots and _under(real, [_real(r) for r in allowed_roots]):
+        return "sdk:" + real
+    return "foreign:" + real
+
+
+# The runner's line per resolution in artifact_integrity.log (outside command blocks).
+RESOLUTION_LINE = re.compile(r"^resolves (?P<file>\S+) (?P<name>\S+) => (?P<where>\S+)$", re.MULTILINE)
+
+
+def resolution_problems(lines: list[tuple[str, str, str]], lane_files_listed: set[str],
+                        allowed_roots: list[str]) -> list[str]:
+    """Why the logged resolutions (file, needed name, classification) are not all the lane's own
+    files, the system's or the SDK's: re-derived from the classification's real path, not its label."""
+    out = []
+    for file, name, where in lines:
+        kind, _, path = where.partition(":")
+        if kind == "lane" and path in lane_files_listed:
+            continue
+        if kind == "system" and _under(path, list(SYSTEM_LIBRARY_ROOTS) + [_real(r) for r in SYSTEM_LIBRARY_ROOTS]):
+            continue
+        if kind == "sdk" and allowed_roots and _under(path, allowed_roots):
+            continue
+        if kind == "missing":
+            out.append(f"{file}: {name} is not found by the loader")
+        else:
+            out.append(f"{file}: {name} resolves to {path or where} (outside the lane, the system and the SDK)")
+    return out

@@ -3,6 +3,7 @@ system library dirs is reported; the lane's own and the system's are not."""
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -10,6 +11,7 @@ import textwrap
 import pytest
 
 from tools.runner import loaded_libraries
+from tools.runner.testing import fake_lane
 
 # Maps each file named on the command line (as the loader maps a library), then waits.
 MAPPER = textwrap.dedent("""
@@ -81,3 +83,65 @@ def test_a_gone_process_raises():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+# What the loader resolves for a lane's ELF files (artifact_integrity, every binary, not only the server).
+
+def _listed(loader: str, path: pathlib.Path) -> list[tuple[str, str | None]]:
+    out = subprocess.run([loader, "--list", str(path)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"},
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    return loaded_libraries.parse_loader_list(out.stdout)
+
+
+def test_a_system_binary_resolves_only_system_libraries():
+    loader = loaded_libraries.elf_interpreter("/bin/ls")
+    assert loader and loader.startswith("/lib")
+    resolved = _listed(loader, pathlib.Path("/bin/ls"))
+    assert resolved and all(p for _, p in resolved)
+    lines = [("bin/ls", name, loaded_libraries.classify(p, {}, [])) for name, p in resolved]
+    assert all(w.startswith("system:") for _, _, w in lines), lines
+    assert loaded_libraries.resolution_problems(lines, set(), []) == []
+
+
+def test_a_lane_library_through_origin_is_the_lanes_and_a_planted_one_is_refused(tmp_path):
+    lane = tmp_path / "lane"
+    exe = fake_lane.build_linked_elf(tmp_path, lane / "bin" / "tool", lane / "lib", "$ORIGIN/../lib")
+    own = {loaded_libraries._real(p): str(p.relative_to(lane)) for p in (lane / "bin" / "tool", lane / "lib" / "libplanted.so")}
+    loader = loaded_libraries.elf_interpreter(exe)
+    lines = [("bin/tool", n, loaded_libraries.classify(p, own, [])) for n, p in _listed(loader, exe)]
+    assert ("bin/tool", "libplanted.so", "lane:lib/libplanted.so") in lines
+    assert loaded_libraries.resolution_problems(lines, {"bin/tool", "lib/libplanted.so"}, []) == []
+
+    planted = tmp_path / "planted"
+    exe2 = fake_lane.build_linked_elf(tmp_path, tmp_path / "lane2" / "bin" / "tool", planted, str(planted))
+    lines = [("bin/tool", n, loaded_libraries.classify(p, {}, [])) for n, p in _listed(loader, exe2)]
+    problems = loaded_libraries.resolution_problems(lines, {"bin/tool"}, [])
+    assert problems == [f"bin/tool: libplanted.so resolves to {loaded_libraries._real(planted / 'libplanted.so')} "
+                        "(outside the lane, the system and the SDK)"]
+    # The same path allowed as an SDK root passes; a label that lies about the path does not.
+    assert loaded_libraries.resolution_problems(
+        [("bin/tool", "libplanted.so", "sdk:" + loaded_libraries._real(planted / "libplanted.so"))], {"bin/tool"},
+        [loaded_libraries._real(planted)]) == []
+    assert loaded_libraries.resolution_problems(
+        [("bin/tool", "libplanted.so", "system:" + str(planted / "libplanted.so"))], {"bin/tool"}, []) != []
+    assert loaded_libraries.resolution_problems(
+        [("bin/tool", "libplanted.so", "lane:lib/other.so")], {"bin/tool"}, []) != []
+
+
+def test_not_found_and_unreadable_loader_lines_are_refused():
+    text = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibx.so => not found\n\t/lib64/ld-linux-x86-64.so.2 (0x7f00)\n"
+    assert loaded_libraries.parse_loader_list(text) == [("libx.so", None),
+                                                        ("ld-linux-x86-64.so.2", "/lib64/ld-linux-x86-64.so.2")]
+    with pytest.raises(loaded_libraries.LoaderListError, match="unreadable loader line"):
+        loaded_libraries.parse_loader_list("\tlibx.so => /tmp/a b (0x1)\n")
+    assert loaded_libraries.resolution_problems([("bin/t", "libx.so", "missing:")], {"bin/t"}, []) == [
+        "bin/t: libx.so is not found by the loader"]
+
+
+def test_elf_interpreter_refuses_a_non_elf(tmp_path):
+    script = tmp_path / "s"
+    script.write_text("#!/bin/sh\n")
+    assert not loaded_libraries.is_elf(script)
+    with pytest.raises(loaded_libraries.LoaderListError, match="not a 64-bit"):
+        loaded_libraries.elf_interpreter(script)

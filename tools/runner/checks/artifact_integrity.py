@@ -1,5 +1,7 @@
-"""Artifact integrity: bin/ and lib/ re-hashed against the build evidence, and the binary itself says
-it is the evidence's upstream commit and patch stack (the lane stamp of patch 0001)."""
+"""Artifact integrity: bin/ and lib/ re-hashed against the build evidence, the binary itself says it
+is the evidence's upstream commit and patch stack (the lane stamp of patch 0001), and every shared
+library the dynamic loader resolves for the lane's ELF files, in the lane processes' environment, is
+a lane file, a system library or the SDK's (runs of runner >= RESOLUTION_SINCE)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from proto import build_evidence_pb2
 from proto import runner_report_pb2 as rpb
 from tools.core.digest import sha256_file
 from tools.evidence import build_evidence
-from tools.runner import exits, lane_files, log_blocks
+from tools.runner import exits, lane_files, loaded_libraries, log_blocks
 from tools.runner.checks.base import Check
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
@@ -52,6 +54,8 @@ _HASH_LINE = re.compile(r"^(evidence|found) (\S+) sha256=(\S*)$", re.MULTILINE)
 
 
 STEP = "artifact_integrity"
+# Runs from this runner version on list what the loader resolves for every lane ELF file.
+RESOLUTION_SINCE = (0, 4, 0)
 
 
 def logged_hashes(logs_dir: pathlib.Path) -> tuple[dict[str, str], dict[str, str]]:
@@ -114,7 +118,86 @@ def problems(logs_dir: pathlib.Path, lane: object = None) -> list[str]:
     res = version[-1]
     if res.exit_code != 0:
         out.append(f"llama-completion --version exited {exits.describe(res.exit_code)}")
+    if not log_blocks.run_predates(RESOLUTION_SINCE):
+        out += resolution_problems(logs_dir, config, set(found))
     return out + version_problems(res.output, bindings["lane_id"], bindings["upstream_commit"], bindings["patch_stack_digest"])
+
+
+def logged_resolutions(logs_dir: pathlib.Path) -> list[tuple[str, str, str]]:
+    text = log_blocks.runner_lines(log_blocks.read(pathlib.Path(logs_dir) / f"{STEP}.log"))
+    return [(m["file"], m["name"], m["where"]) for m in loaded_libraries.RESOLUTION_LINE.finditer(text)]
+
+
+def resolution_problems(logs_dir: pathlib.Path, config: dict[str, str], lane_paths: set[str]) -> list[str]:
+    """The loader's resolutions as logged: every lane ELF file listed (config `elf_files`), each
+    resolution the lane's, the system's or the SDK's (config `sdk_roots`)."""
+    if "elf_files" not in config:
+        return ["the step config lists no elf_files: the loader's resolutions were not recorded"]
+    elf_files = [f for f in config["elf_files"].split(",") if f]
+    resolutions = logged_resolutions(logs_dir)
+    listed = {file for file, _, _ in resolutions}
+    out = [f"{f}: the loader's resolutions were not recorded" for f in elf_files if f not in listed]
+    out += [f"loader listing: {p}" for p in config.get("loader_errors", "").split(";") if p]
+    roots = [r for r in config.get("sdk_roots", "").split(",") if r]
+    return out + loaded_libraries.resolution_problems(resolutions, lane_paths, roots)
+
+
+def record_resolutions(ctx: RunContext, step: Step) -> None:
+    """Lists each lane ELF file with the system loader (`--list`: resolves, runs nothing of the
+    lane) in the lane processes' environment and logs each resolution, classified by real path.
+    Executables first; then the shared objects, with the lane libraries the executables load
+    preloaded: ggml dlopens its CPU variants (bin/libggml-cpu-*.so) into a process that already has
+    libggml-base, which satisfies their NEEDED entry by its soname."""
+    lane_dir = ctx.config.lane_dir
+    files = [p for p in lane_files.files(lane_dir) if loaded_libraries.is_elf(p)]
+    own = {loaded_libraries._real(p): str(p.relative_to(lane_dir)) for p in lane_files.files(lane_dir)}
+    roots = [loaded_libraries._real(r) for r in loaded_libraries.sdk_roots(ctx.lane.is_accelerator)]
+    errors: list[str] = []
+    interpreters: dict[pathlib.Path, str | None] = {}
+    for p in files:
+        try:
+            interpreters[p] = loaded_libraries.elf_interpreter(p)
+        except (OSError, loaded_libraries.LoaderListError) as err:
+            errors.append(f"{p.relative_to(lane_dir)}: {err}")
+    named = set(v for v in interpreters.values() if v)
+    loader = named.pop() if len(named) == 1 else None
+    if named:
+        errors.append(f"the lane's executables name different loaders: {loader}, {', '.join(sorted(named))}")
+        loader = None
+    elif files and loader is None:
+        errors.append("no lane executable names a loader (PT_INTERP)")
+    step.config("elf_files", ",".join(str(p.relative_to(lane_dir)) for p in files))
+    step.config("sdk_roots", ",".join(roots))
+    executables = [p for p, interp in interpreters.items() if interp]
+    shared = [p for p, interp in interpreters.items() if not interp]
+    loaded_by_executables: set[str] = set()
+
+    def listing(p: pathlib.Path, preload: list[str]) -> None:
+        rel = str(p.relative_to(lane_dir))
+        argv = [loader] + (["--preload", " ".join(preload)] if preload else []) + ["--list", str(p)]
+        res = step.run(argv, ctx.config.timeout_s)
+        try:
+            if res.exit_code != 0:
+                raise loaded_libraries.LoaderListError(f"{loader} --list exited {exits.describe(res.exit_code)}")
+            resolved = loaded_libraries.parse_loader_list(res.output)
+        except loaded_libraries.LoaderListError as err:
+            errors.append(f"{rel}: {err}")
+            return
+        for name, path in resolved:
+            where = "missing:" if path is None else loaded_libraries.classify(path, own, roots)
+            if where.startswith("lane:lib/") and p in executables:
+                loaded_by_executables.add(path)
+            step.log(f"resolves {rel} {name} => {where}")
+
+    for p in executables if loader else []:
+        listing(p, [])
+    preload = sorted(loaded_by_executables)
+    if any(" " in x or ":" in x for x in preload):
+        errors.append("a lane library path has a space or colon: the loader cannot preload it")
+        preload = []
+    for p in shared if loader else []:
+        listing(p, preload)
+    step.config("loader_errors", ";".join(e.replace(";", ",") for e in errors))
 
 
 def run_artifact_integrity(ctx: RunContext, step: Step, report: rpb.RunnerReport) -> tuple[int, str]:
@@ -140,6 +223,9 @@ def run_artifact_integrity(ctx: RunContext, step: Step, report: rpb.RunnerReport
     if res.exit_code != 0:
         problems.append(f"llama-completion --version exited {exits.describe(res.exit_code)}")
     problems += version_problems(res.output, ctx.lane.lane_id, ev.upstream.commit, ev.patch_stack_digest)
+    record_resolutions(ctx, step)
+    problems += resolution_problems(ctx.logs_dir, log_blocks.step_config(ctx.logs_dir, STEP),
+                                    {a.path for a in report.artifacts})
     if problems:
         return CR.FAIL, "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")
     return CR.PASS, f"{len(ev.artifacts)} artifacts match the evidence; commit {ev.upstream.commit[:7]}, patch stack {ev.patch_stack_digest}"

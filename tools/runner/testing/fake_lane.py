@@ -25,7 +25,8 @@ def make_lane(root: pathlib.Path, missing: tuple[str, ...] = ()) -> pathlib.Path
             p = root / "bin" / t
             p.write_text("#!/bin/sh\necho fake\n")
             p.chmod(0o755)
-    (root / "lib" / "libggml.so.0").write_bytes(b"\x7fELF fake")
+    # Not ELF: the loader listing of artifact_integrity skips it, as it skips the scripts.
+    (root / "lib" / "libggml.so.0").write_bytes(b"fake shared object")
     return root
 
 
@@ -101,3 +102,18 @@ def install_fake_server(lane_dir: pathlib.Path, mode: str = "cancel", load: str 
     p.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{TESTDATA / "fake_llama_server.py"}" --fake_mode={mode}{extra} "$@"\n')
     p.chmod(0o755)
     return p
+
+
+def build_linked_elf(tmp: pathlib.Path, exe: pathlib.Path, lib_dir: pathlib.Path, runpath: str) -> pathlib.Path:
+    """A real executable `exe` that needs lib_dir/libplanted.so through RUNPATH `runpath` (a library
+    the lane does not hash when lib_dir is outside it). Uses the host's C compiler (setup_host.sh)."""
+    import subprocess
+
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    (tmp / "planted.c").write_text("int planted(void) { return 7; }\n")
+    (tmp / "main.c").write_text("int planted(void);\nint main(void) { return planted() == 7 ? 0 : 1; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib_dir / "libplanted.so"), str(tmp / "planted.c")], check=True)
+    subprocess.run(["cc", "-o", str(exe), str(tmp / "main.c"), f"-L{lib_dir}", "-lplanted",
+                    f"-Wl,-rpath,{runpath}", "-Wl,--enable-new-dtags"], check=True)
+    return exe
