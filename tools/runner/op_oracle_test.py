@@ -23,9 +23,9 @@ import sys
 import pytest
 
 from proto import runner_report_pb2 as rpb
+from tools.runner import log_blocks
 from tools.runner.checks import op_oracle as oo
 from tools.runner.checks import op_oracle_graph as oo_graph
-from tools.runner import log_blocks
 from tools.runner.checks import op_oracle_log as oo_log
 from tools.runner.steps import ProcessTracker, Step
 
