@@ -50,12 +50,38 @@ def _field(reader: gguf.GGUFReader, key: str, default: Any = None) -> Any:
     return field.contents()
 
 
+# What this forward implements; anything else is refused by name, never approximated.
+ARCHITECTURES = ("llama",)
+TENSOR_TYPES = (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
+
+
+class UnsupportedModelError(ValueError):
+    """The model's architecture or tensor types are not ones this reference implements."""
+
+
+def unsupported(reader: gguf.GGUFReader) -> list[str]:
+    """Why this reference cannot compute the model (empty: it can): its architecture, and each
+    tensor type it does not read with the number of tensors of that type."""
+    reasons = []
+    arch = _field(reader, "general.architecture", "")
+    if arch not in ARCHITECTURES:
+        reasons.append(f"architecture {arch!r} (implemented: {', '.join(ARCHITECTURES)})")
+    counts: dict[str, int] = {}
+    for t in reader.tensors:
+        if t.tensor_type not in TENSOR_TYPES:
+            counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
+    if counts:
+        reasons.append("tensor types " + ", ".join(f"{k} ({v} tensors)" for k, v in sorted(counts.items()))
+                       + f" (implemented: {', '.join(t.name for t in TENSOR_TYPES)})")
+    return reasons
+
+
 def load_model(path: pathlib.Path) -> Model:
     """Loads hyper-parameters and all tensors (upcast to float64) of a llama GGUF."""
     reader = gguf.GGUFReader(path, "r")
-    arch = _field(reader, "general.architecture")
-    if arch != "llama":
-        raise ValueError(f"{path}: architecture {arch!r}, only 'llama' is supported")
+    reasons = unsupported(reader)
+    if reasons:
+        raise UnsupportedModelError(f"{path}: the float64 reference does not implement {'; '.join(reasons)}")
     n_embd = int(_field(reader, "llama.embedding_length"))
     n_head = int(_field(reader, "llama.attention.head_count"))
     hp = HParams(
@@ -69,8 +95,6 @@ def load_model(path: pathlib.Path) -> Model:
     )
     tensors = {}
     for t in reader.tensors:
-        if t.tensor_type not in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
-            raise ValueError(f"{path}: tensor {t.name} has type {t.tensor_type.name}; only F32/F16 supported")
         # ggml ne is [fastest, ...]; numpy shape is the reverse.
         shape = tuple(int(x) for x in reversed(t.shape.tolist()))
         tensors[t.name] = np.asarray(t.data, dtype=np.float64).reshape(shape)

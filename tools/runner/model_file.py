@@ -22,6 +22,8 @@ class ModelInfo:
     sha256: str
     size: int
     n_tensors: int
+    # Why the independent float64 reference cannot compute this model (empty: it can).
+    oracle_gaps: tuple[str, ...] = ()
 
 
 def _field_str(reader, key: str) -> str:
@@ -53,4 +55,7 @@ def inspect_model(path: pathlib.Path | None) -> ModelInfo:
         raise ModelError(f"model file {path} is a corrupt GGUF: {type(err).__name__}: {err}") from err
     arch = _field_str(reader, "general.architecture")
     name = _field_str(reader, "general.name") or path.stem
-    return ModelInfo(path, name, arch, sha256_file(path), path.stat().st_size, n_tensors)
+    from tools.model import reference_forward  # imports gguf and numpy, as above
+
+    gaps = tuple(reference_forward.unsupported(reader))
+    return ModelInfo(path, name, arch, sha256_file(path), path.stat().st_size, n_tensors, gaps)

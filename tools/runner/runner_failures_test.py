@@ -52,6 +52,38 @@ def test_corrupt_gguf(tmp_path, lane):
     _assert_failed_closed(report, code, f"model file {corrupt} is a corrupt GGUF")
 
 
+def _gguf(path, arch, tensor):
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_tensor("token_embd.weight", tensor[0], raw_dtype=tensor[1])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_an_architecture_the_oracle_does_not_implement_is_refused_before_anything_runs(tmp_path, lane):
+    import numpy as np
+
+    lane_dir, evidence, _ = lane
+    model = _gguf(tmp_path / "gemma.gguf", "gemma3", (np.zeros((4, 8), dtype=np.float32), None))
+    report, code = fake_lane.run(fake_lane.config(tmp_path, lane_dir, evidence, model))
+    _assert_failed_closed(report, code, "does not implement architecture 'gemma3' (implemented: llama)")
+
+
+def test_a_tensor_type_the_oracle_does_not_read_is_refused_by_name(tmp_path, lane):
+    import gguf
+    import numpy as np
+
+    lane_dir, evidence, _ = lane
+    q8 = np.zeros((4, 34), dtype=np.uint8)  # 4 rows of one Q8_0 block (32 weights in 34 bytes)
+    model = _gguf(tmp_path / "q8.gguf", "llama", (q8, gguf.GGMLQuantizationType.Q8_0))
+    report, code = fake_lane.run(fake_lane.config(tmp_path, lane_dir, evidence, model))
+    _assert_failed_closed(report, code, "tensor types Q8_0 (1 tensors) (implemented: F32, F16)")
+
+
 def test_not_a_gguf(tmp_path, lane):
     lane_dir, evidence, _ = lane
     bogus = tmp_path / "bogus.gguf"
