@@ -59,20 +59,22 @@ class UnsupportedModelError(ValueError):
     """The model's architecture or tensor types are not ones this reference implements."""
 
 
-def unsupported(reader: gguf.GGUFReader) -> list[str]:
-    """Why this reference cannot compute the model (empty: it can): its architecture, and each
-    tensor type it does not read with the number of tensors of that type."""
+def unsupported(reader: gguf.GGUFReader, architectures: tuple[str, ...] = ARCHITECTURES,
+                tensor_types: tuple[gguf.GGMLQuantizationType, ...] = TENSOR_TYPES) -> list[str]:
+    """Why a reference implementing `architectures` and `tensor_types` (default: this one) cannot
+    compute the model (empty: it can): its architecture, and each tensor type it does not read with
+    the number of tensors of that type."""
     reasons = []
     arch = _field(reader, "general.architecture", "")
-    if arch not in ARCHITECTURES:
-        reasons.append(f"architecture {arch!r} (implemented: {', '.join(ARCHITECTURES)})")
+    if arch not in architectures:
+        reasons.append(f"architecture {arch!r} (implemented: {', '.join(architectures)})")
     counts: dict[str, int] = {}
     for t in reader.tensors:
-        if t.tensor_type not in TENSOR_TYPES:
+        if t.tensor_type not in tensor_types:
             counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
     if counts:
         reasons.append("tensor types " + ", ".join(f"{k} ({v} tensors)" for k, v in sorted(counts.items()))
-                       + f" (implemented: {', '.join(t.name for t in TENSOR_TYPES)})")
+                       + f" (implemented: {', '.join(t.name for t in tensor_types)})")
     return reasons
 
 

@@ -37,6 +37,7 @@ import gguf.quants
 import numpy as np
 from absl import app, flags
 
+from tools.model import reference_forward
 from tools.model.reference_forward import UnsupportedModelError, compare_logits, read_logits_file, rms_norm
 
 ARCHITECTURES = ("gemma3",)
@@ -89,18 +90,7 @@ def _field(reader: gguf.GGUFReader, key: str, default: Any = None) -> Any:
 
 def unsupported(reader: gguf.GGUFReader) -> list[str]:
     """Why this reference cannot compute the model (empty: it can)."""
-    reasons = []
-    arch = _field(reader, "general.architecture", "")
-    if arch not in ARCHITECTURES:
-        reasons.append(f"architecture {arch!r} (implemented: {', '.join(ARCHITECTURES)})")
-    counts: dict[str, int] = {}
-    for t in reader.tensors:
-        if t.tensor_type not in TENSOR_TYPES:
-            counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
-    if counts:
-        reasons.append("tensor types " + ", ".join(f"{k} ({v} tensors)" for k, v in sorted(counts.items()))
-                       + f" (implemented: {', '.join(t.name for t in TENSOR_TYPES)})")
-    return reasons
+    return reference_forward.unsupported(reader, ARCHITECTURES, TENSOR_TYPES)
 
 
 def dequantize(t: gguf.ReaderTensor) -> np.ndarray:
