@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 
 import pytest
 
@@ -64,3 +65,7 @@ def test_one_round_is_refused(tmp_path):
     import dataclasses
     with pytest.raises(bench.BenchError, match="rounds"):
         bench.run(dataclasses.replace(_config(tmp_path), rounds=1))
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))

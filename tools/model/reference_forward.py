@@ -1,9 +1,13 @@
-"""Independent float64 NumPy forward pass of a llama-architecture GGUF, and logit comparison.
+"""Independent float64 NumPy forward pass of a llama- or qwen2-architecture GGUF, and logit comparison.
 
-Written from the model definition, not from ggml: RMSNorm, causal GQA attention with
-RoPE in llama.cpp's NORM mode (rotates adjacent pairs x[2i], x[2i+1]), SwiGLU FFN.
-It reads weights with gguf.GGUFReader (F32 and F16 tensors) and takes token ids from the
-llama-logits output, so tokenization is not re-implemented here.
+Written from the model definitions, not from ggml: RMSNorm, causal GQA attention with RoPE (llama:
+llama.cpp's NORM mode, rotating adjacent pairs x[2i], x[2i+1], with Llama-3's per-dimension
+frequency factors where the GGUF has rope_freqs; qwen2: NEOX mode, rotating x[i], x[i + d/2]),
+the Q/K/V/O biases where the model has them (qwen2: Q, K, V), SwiGLU FFN, tied output where the
+GGUF has no output.weight. It reads weights with gguf.GGUFReader: F32 and F16 upcast to float64,
+quantized types dequantized by gguf-py's NumPy code (gguf.quants, not ggml) and kept as float32
+(each value is a float32 product float32 holds exactly), upcast to float64 in every matmul. It takes
+token ids as given, so tokenization is not re-implemented here.
 
 Usage:
   reference_forward --model=tiny.gguf --logits=llama_logits.bin
@@ -18,6 +22,7 @@ import struct
 from typing import Any
 
 import gguf
+import gguf.quants
 import numpy as np
 from absl import app, flags
 
@@ -33,12 +38,20 @@ class HParams:
     n_rot: int
     rope_freq_base: float
     rms_eps: float
+    arch: str = "llama"
+    head_dim: int = 0  # 0: n_embd // n_head
+    rope_neox: bool = False  # qwen2 rotates (x[i], x[i + d/2]); llama adjacent pairs
+    rope_freq_scale: float = 1.0  # linear RoPE scaling: positions * freq_scale
+
+    @property
+    def head_size(self) -> int:
+        return self.head_dim or self.n_embd // self.n_head
 
 
 @dataclasses.dataclass
 class Model:
     hp: HParams
-    tensors: dict[str, np.ndarray]  # float64, numpy layout (ggml ne reversed)
+    tensors: dict[str, np.ndarray]  # float64 (F32/F16) or float32 (dequantized); numpy layout (ggml ne reversed)
 
 
 def _field(reader: gguf.GGUFReader, key: str, default: Any = None) -> Any:
@@ -51,8 +64,20 @@ def _field(reader: gguf.GGUFReader, key: str, default: Any = None) -> Any:
 
 
 # What this forward implements; anything else is refused by name, never approximated.
-ARCHITECTURES = ("llama",)
-TENSOR_TYPES = (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
+ARCHITECTURES = ("llama", "qwen2")
+Q = gguf.GGMLQuantizationType
+# F32/F16 read directly; the rest through gguf-py's NumPy dequantization.
+QUANTIZED_TYPES = (Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K)
+TENSOR_TYPES = (Q.F32, Q.F16) + QUANTIZED_TYPES
+# Architectures whose RoPE is NEOX mode (llama.cpp's llama_model_rope_type states the same).
+_NEOX = ("qwen2",)
+
+
+# forward_nodes follows llama.cpp's llama graph node by node only where the lane's nodes are the
+# model's arithmetic in float32: an F32/F16 llama. Quantized matmuls quantize their activations
+# to 8 bits in the lane, which a chained float64 node comparison at float32 tolerances cannot judge.
+NODE_ARCHITECTURES = ("llama",)
+NODE_TENSOR_TYPES = (Q.F32, Q.F16)
 
 
 class UnsupportedModelError(ValueError):
@@ -78,48 +103,103 @@ def unsupported(reader: gguf.GGUFReader, architectures: tuple[str, ...] = ARCHIT
     return reasons
 
 
+def node_gaps(reader: gguf.GGUFReader) -> list[str]:
+    """Why forward_nodes cannot be compared node by node with the lane's graph (empty: it can)."""
+    return unsupported(reader, NODE_ARCHITECTURES, NODE_TENSOR_TYPES)
+
+
+def dequantize(t: gguf.ReaderTensor) -> np.ndarray:
+    """A tensor's values, numpy shape = ggml ne reversed: F32/F16 as float64, the quantized types
+    as float32 through gguf-py's NumPy dequantization."""
+    shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+    if t.tensor_type in (Q.F32, Q.F16):
+        return np.asarray(t.data, dtype=np.float64).reshape(shape)
+    if t.tensor_type not in QUANTIZED_TYPES:
+        raise UnsupportedModelError(f"tensor {t.name}: type {t.tensor_type.name} is not implemented")
+    return gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).astype(np.float32, copy=False).reshape(shape)
+
+
 def load_model(path: pathlib.Path) -> Model:
-    """Loads hyper-parameters and all tensors (upcast to float64) of a llama GGUF."""
+    """Loads hyper-parameters and all tensors of a llama or qwen2 GGUF."""
     reader = gguf.GGUFReader(path, "r")
     reasons = unsupported(reader)
     if reasons:
         raise UnsupportedModelError(f"{path}: the float64 reference does not implement {'; '.join(reasons)}")
-    n_embd = int(_field(reader, "llama.embedding_length"))
-    n_head = int(_field(reader, "llama.attention.head_count"))
+    arch = str(_field(reader, "general.architecture"))
+    a = arch + "."
+    n_embd = int(_field(reader, a + "embedding_length"))
+    n_head = int(_field(reader, a + "attention.head_count"))
+    head_dim = int(_field(reader, a + "attention.key_length", n_embd // n_head))
+    if int(_field(reader, a + "attention.value_length", head_dim)) != head_dim:
+        raise UnsupportedModelError(f"{path}: {a}attention.value_length differs from key_length")
+    scaling = str(_field(reader, a + "rope.scaling.type", "none"))
+    factor = float(_field(reader, a + "rope.scaling.factor", 1.0))
+    if scaling not in ("none", "linear") or (scaling == "none" and factor not in (0.0, 1.0)):
+        raise UnsupportedModelError(f"{path}: {a}rope.scaling.type {scaling!r} (factor {factor:g}) is not implemented")
     hp = HParams(
-        n_layer=int(_field(reader, "llama.block_count")),
+        n_layer=int(_field(reader, a + "block_count")),
         n_embd=n_embd,
         n_head=n_head,
-        n_head_kv=int(_field(reader, "llama.attention.head_count_kv", n_head)),
-        n_rot=int(_field(reader, "llama.rope.dimension_count", n_embd // n_head)),
-        rope_freq_base=float(_field(reader, "llama.rope.freq_base", 10000.0)),
-        rms_eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),
+        n_head_kv=int(_field(reader, a + "attention.head_count_kv", n_head)),
+        n_rot=int(_field(reader, a + "rope.dimension_count", head_dim)),
+        rope_freq_base=float(_field(reader, a + "rope.freq_base", 10000.0)),
+        rms_eps=float(_field(reader, a + "attention.layer_norm_rms_epsilon")),
+        arch=arch,
+        head_dim=head_dim,
+        rope_neox=arch in _NEOX,
+        rope_freq_scale=1.0 / factor if scaling == "linear" and factor else 1.0,
     )
-    tensors = {}
-    for t in reader.tensors:
-        # ggml ne is [fastest, ...]; numpy shape is the reverse.
-        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
-        tensors[t.name] = np.asarray(t.data, dtype=np.float64).reshape(shape)
-    return Model(hp, tensors)
+    return Model(hp, {t.name: dequantize(t) for t in reader.tensors})
 
 
 def rms_norm(x: np.ndarray, weight: np.ndarray | float, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
-def rope_norm(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float) -> np.ndarray:
+def _rope_angles(positions: np.ndarray, n_rot: int, base: float, freq_factors: np.ndarray | None,
+                 freq_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin [n_tokens, 1, n_rot/2] of theta_i = pos * freq_scale * base^(-2i/n_rot) / factor_i
+    (Llama-3's rope_freqs divide each dimension's frequency)."""
+    i = np.arange(n_rot // 2, dtype=np.float64)
+    freq = base ** (-2.0 * i / n_rot)
+    if freq_factors is not None:
+        freq = freq / np.asarray(freq_factors, np.float64).reshape(-1)[:n_rot // 2]
+    theta = positions.astype(np.float64)[:, None] * freq_scale * freq
+    return np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+
+
+def rope_norm(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float, freq_factors: np.ndarray | None = None,
+              freq_scale: float = 1.0) -> np.ndarray:
     """Rotary embedding, llama.cpp NORM mode: pairs (x[2i], x[2i+1]), theta = pos * base^(-2i/n_rot).
 
     x: [n_tokens, n_heads, head_dim]; dims beyond n_rot pass through unchanged.
     """
     out = x.copy()
-    i = np.arange(n_rot // 2, dtype=np.float64)
-    theta = positions.astype(np.float64)[:, None] * base ** (-2.0 * i / n_rot)  # [n_tokens, n_rot/2]
-    cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    cos, sin = _rope_angles(positions, n_rot, base, freq_factors, freq_scale)
     x0, x1 = x[..., 0:n_rot:2], x[..., 1:n_rot:2]
     out[..., 0:n_rot:2] = x0 * cos - x1 * sin
     out[..., 1:n_rot:2] = x0 * sin + x1 * cos
     return out
+
+
+def rope_neox(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float, freq_factors: np.ndarray | None = None,
+              freq_scale: float = 1.0) -> np.ndarray:
+    """Rotary embedding, NEOX mode: pairs (x[i], x[i + n_rot/2]); dims beyond n_rot pass through."""
+    out = x.copy()
+    half = n_rot // 2
+    cos, sin = _rope_angles(positions, n_rot, base, freq_factors, freq_scale)
+    x0, x1 = x[..., :half], x[..., half:n_rot]
+    out[..., :half] = x0 * cos - x1 * sin
+    out[..., half:n_rot] = x0 * sin + x1 * cos
+    return out
+
+
+def _linear(model: Model, x: np.ndarray, name: str) -> np.ndarray:
+    """x @ W.T (+ bias where the model has one), in float64 whatever the weight's storage."""
+    t = model.tensors
+    y = x @ t[name + ".weight"].astype(np.float64, copy=False).T
+    bias = t.get(name + ".bias")
+    return y if bias is None else y + bias
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -174,19 +254,21 @@ def _layer_nodes(model: Model, il: int, x: np.ndarray, positions: np.ndarray, no
     """
     hp, t = model.hp, model.tensors
     p = f"blk.{il}."
-    n_tokens, head_dim = x.shape[0], hp.n_embd // hp.n_head
+    n_tokens, head_dim = x.shape[0], hp.head_size
 
     nodes[f"norm-{il}/attn"] = n = rms_norm(x, 1.0, hp.rms_eps)
     nodes[f"attn_norm-{il}"] = h = n * t[p + "attn_norm.weight"]
     # Weight numpy shape is (out, in): y = h @ W.T. Heads are contiguous slices of the output.
-    nodes[f"Qcur-{il}/mul_mat"] = q = h @ t[p + "attn_q.weight"].T
-    nodes[f"Kcur-{il}/mul_mat"] = k = h @ t[p + "attn_k.weight"].T
-    nodes[f"Vcur-{il}"] = v = h @ t[p + "attn_v.weight"].T
+    nodes[f"Qcur-{il}/mul_mat"] = q = _linear(model, h, p + "attn_q")
+    nodes[f"Kcur-{il}/mul_mat"] = k = _linear(model, h, p + "attn_k")
+    nodes[f"Vcur-{il}"] = v = _linear(model, h, p + "attn_v")
     q = q.reshape(n_tokens, hp.n_head, head_dim)
     k = k.reshape(n_tokens, hp.n_head_kv, head_dim)
     v = v.reshape(n_tokens, hp.n_head_kv, head_dim)
-    nodes[f"Qcur-{il}"] = q = rope_norm(q, positions, hp.n_rot, hp.rope_freq_base)
-    nodes[f"Kcur-{il}"] = k = rope_norm(k, positions, hp.n_rot, hp.rope_freq_base)
+    rope = rope_neox if hp.rope_neox else rope_norm
+    factors = t.get("rope_freqs.weight")
+    nodes[f"Qcur-{il}"] = q = rope(q, positions, hp.n_rot, hp.rope_freq_base, factors, hp.rope_freq_scale)
+    nodes[f"Kcur-{il}"] = k = rope(k, positions, hp.n_rot, hp.rope_freq_base, factors, hp.rope_freq_scale)
     if cache is not None:
         _attention_nodes(nodes, il, q, k, v, cache)
     if cache is not None and cache.flash_attn:
@@ -198,7 +280,7 @@ def _layer_nodes(model: Model, il: int, x: np.ndarray, positions: np.ndarray, no
         if cache is not None:
             nodes[f"kqv-{il}"] = a.transpose(1, 0, 2)
     nodes[f"kqv_out-{il}"] = a = a.reshape(n_tokens, hp.n_head * head_dim)
-    nodes[f"attn_out-{il}"] = a = a @ t[p + "attn_output.weight"].T
+    nodes[f"attn_out-{il}"] = a = _linear(model, a, p + "attn_output")
     if out_ids is not None:
         # The last block keeps only the rows whose logits were requested (inp_out_ids).
         a, x = a[out_ids], x[out_ids]
@@ -206,10 +288,10 @@ def _layer_nodes(model: Model, il: int, x: np.ndarray, positions: np.ndarray, no
 
     nodes[f"norm-{il}/ffn"] = n = rms_norm(x, 1.0, hp.rms_eps)
     nodes[f"ffn_norm-{il}"] = h = n * t[p + "ffn_norm.weight"]
-    nodes[f"ffn_gate-{il}"] = g = h @ t[p + "ffn_gate.weight"].T
-    nodes[f"ffn_up-{il}"] = u = h @ t[p + "ffn_up.weight"].T
+    nodes[f"ffn_gate-{il}"] = g = _linear(model, h, p + "ffn_gate")
+    nodes[f"ffn_up-{il}"] = u = _linear(model, h, p + "ffn_up")
     nodes[f"ffn_swiglu-{il}"] = f = silu(g) * u
-    nodes[f"ffn_out-{il}"] = f = f @ t[p + "ffn_down.weight"].T
+    nodes[f"ffn_out-{il}"] = f = _linear(model, f, p + "ffn_down")
     nodes[f"l_out-{il}"] = x = x + f
     return x
 
@@ -257,7 +339,7 @@ def forward_nodes(model: Model, tokens: np.ndarray | list[int], out_ids: np.ndar
     tokens = np.asarray(tokens, dtype=np.int64)
     t = model.tensors
     nodes: dict[str, np.ndarray] = {}
-    nodes["embd"] = x = t["token_embd.weight"][tokens]
+    nodes["embd"] = x = t["token_embd.weight"][tokens].astype(np.float64)
     positions = np.arange(len(tokens))
     rows = None if out_ids is None else np.asarray(out_ids, dtype=np.int64)
     for il in range(model.hp.n_layer):
@@ -267,7 +349,10 @@ def forward_nodes(model: Model, tokens: np.ndarray | list[int], out_ids: np.ndar
     nodes["result_norm"] = x = n * t["output_norm.weight"]
     # No output.weight means tied embeddings, as llama.cpp falls back to token_embd.
     out_w = t.get("output.weight", t["token_embd.weight"])
-    nodes["result_output"] = x @ out_w.T
+    logits = np.empty((x.shape[0], out_w.shape[0]))
+    for r in range(0, out_w.shape[0], 16384):  # bounds the float64 copy of a large vocabulary's matrix
+        logits[:, r:r + 16384] = x @ out_w[r:r + 16384].astype(np.float64, copy=False).T
+    nodes["result_output"] = logits
     return nodes
 
 

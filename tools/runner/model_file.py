@@ -22,7 +22,8 @@ class ModelInfo:
     sha256: str
     size: int
     n_tensors: int
-    # Why the independent float64 reference cannot compute this model (empty: it can).
+    # Why the CPU lane's independent oracles cannot check this model (empty: they can): the float64
+    # reference of reference_parity, the per-op oracle, the prompt tokenizer.
     oracle_gaps: tuple[str, ...] = ()
 
 
@@ -55,7 +56,14 @@ def inspect_model(path: pathlib.Path | None) -> ModelInfo:
         raise ModelError(f"model file {path} is a corrupt GGUF: {type(err).__name__}: {err}") from err
     arch = _field_str(reader, "general.architecture")
     name = _field_str(reader, "general.name") or path.stem
-    from tools.model import reference_forward  # imports gguf and numpy, as above
+    # imports gguf and numpy, as above
+    from tools.model import prompt_tokenizer, reference_forward, references
 
-    gaps = tuple(reference_forward.unsupported(reader))
+    gaps = [f"float64 reference (reference_parity): {g}" for g in references.unsupported(reader)]
+    gaps += [f"per-op oracle (op_oracle): {g}" for g in reference_forward.node_gaps(reader)]
+    try:
+        prompt_tokenizer.from_gguf(path)
+    except prompt_tokenizer.TokenizerError as err:
+        gaps.append(f"prompt tokenizer: {err}")
+    gaps = tuple(gaps)
     return ModelInfo(path, name, arch, sha256_file(path), path.stat().st_size, n_tensors, gaps)

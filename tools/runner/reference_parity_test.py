@@ -126,5 +126,55 @@ def test_reference_parity_all_tie_logits_fail(tmp_path):
     assert any("decisive" in p for p in problems)
 
 
+def _typed_gguf(path, qtype):
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    data = np.random.default_rng(0).normal(size=(4, 64)).astype(np.float32)
+    if qtype is None:
+        w.add_tensor("t.weight", data)
+    else:
+        import gguf.quants
+        w.add_tensor("t.weight", gguf.quants.quantize(data, qtype), raw_dtype=qtype)
+    w.add_tensor("n.weight", np.ones(64, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_quantized_models_get_the_measured_bounds_and_f32_models_none(tmp_path):
+    import gguf
+
+    from tools.runner.checks import reference_parity as rp
+    assert rp.model_bounds(_typed_gguf(tmp_path / "f32.gguf", None)) == {}
+    q8 = _typed_gguf(tmp_path / "q8.gguf", gguf.GGMLQuantizationType.Q8_0)
+    assert rp.quantized_types(q8) == ("Q8_0",)
+    assert rp.model_bounds(q8) == rp.QUANTIZED_BOUNDS
+
+
+def test_an_unmeasured_quantized_type_is_refused_by_name(tmp_path):
+    import gguf
+
+    from tools.runner.checks import reference_parity as rp
+    q51 = _typed_gguf(tmp_path / "q51.gguf", gguf.GGMLQuantizationType.Q5_1)
+    with pytest.raises(rp.UnmeasuredQuantizationError, match="tensor type.s. Q5_1"):
+        rp.model_bounds(q51)
+
+
+def test_a_config_looser_than_the_quantized_bounds_fails():
+    from tools.runner.checks import reference_parity as rp
+    config = {k: repr(v) for k, v in rp.QUANTIZED_BOUNDS.items()} | {"quantized_types": "Q4_K,Q6_K"}
+    assert rp.loosened_bounds(config) == []
+    assert rp.loosened_bounds(config | {"tol_mean_kl": "0.5"}) == ["tol_mean_kl=0.5 is looser than the quantized bound 0.03"]
+    assert rp.loosened_bounds(config | {"fa_on.tol_top1_agreement_decisive": "0.5"})
+    assert rp.loosened_bounds(config | {"tie_margin": "2.0"})
+    assert rp.loosened_bounds(config | {"quantized_types": "IQ2_XS"})
+    # An F32 model's run records no quantized types: the flags' bounds apply.
+    assert rp.loosened_bounds({"quantized_types": ""}) == []
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -51,10 +51,12 @@ import math
 import os
 import pathlib
 
+import gguf
+
 from proto import runner_report_pb2 as rpb
 from tools.core.digest import sha256_file
+from tools.model import prompt_tokenizer
 from tools.model import reference_forward as rf
-from tools.model import spm_tokenizer
 from tools.runner import exits, log_blocks
 from tools.runner.checks.base import Check
 from tools.runner.checks.op_oracle_dump import read_dump
@@ -132,6 +134,9 @@ def evaluate_log(text: str, model_path: pathlib.Path | None = None, config: dict
     last = {r.flash_attn: r for r in runs}
     truncated = len(runs) - len(last)
     runs = list(last.values())
+    gaps = rf.node_gaps(gguf.GGUFReader(path, "r"))
+    if gaps:
+        raise rf.UnsupportedModelError(f"{path}: the per-op float64 oracle does not implement {'; '.join(gaps)}")
     model = rf.load_model(path)
     results: list[NodeResult] = []
     counts: dict[str, int] = {"runs": len(runs), "runs_failed": 0}
@@ -306,8 +311,8 @@ def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[in
     step.config("required_ops", f"{','.join(required)}")
     step.config("absent_ops", f"{','.join(absent_ops(cfg.spec, ctx.lane.lane_id))}")
     try:
-        expected = spm_tokenizer.from_gguf(cfg.model).encode(cfg.parity_prompt)
-    except (spm_tokenizer.TokenizerError, ValueError) as err:
+        expected = prompt_tokenizer.from_gguf(cfg.model).encode(cfg.parity_prompt)
+    except (prompt_tokenizer.TokenizerError, ValueError) as err:
         return CR.FAIL, f"cannot tokenize the prompt independently of the lane: {err}"
     step.config("expected_tokens", ",".join(str(t) for t in expected))
     for op, (atol, rtol) in sorted(TOLERANCES.items()):

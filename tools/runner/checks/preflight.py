@@ -251,11 +251,10 @@ def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None =
         step.log(f"model: {info.path} name={info.name} arch={info.architecture} tensors={info.n_tensors} "
                  f"size={info.size} sha256={info.sha256}")
         if info.oracle_gaps and not lane.is_accelerator:
-            # The CPU lane's op_oracle and reference_parity compare with the float64 reference only:
+            # The CPU lane's op_oracle and reference_parity compare with independent oracles only:
             # refused here, before any lane process runs, rather than failed by construction later.
-            raise Failed(f"model {info.path}: the independent float64 reference (tools/model/reference_forward.py, "
-                         f"the CPU lane's oracle) does not implement {'; '.join(info.oracle_gaps)}; "
-                         "op_oracle and reference_parity cannot check it, so it cannot be certified on the CPU lane")
+            raise Failed(f"model {info.path}: the CPU lane's independent oracles cannot check it: "
+                         f"{'; '.join(info.oracle_gaps)}; so it cannot be certified on the CPU lane")
         if info.oracle_gaps:
             step.log(f"model: no float64 reference for it ({'; '.join(info.oracle_gaps)}): "
                      "the certified CPU lane is the only reference")
