@@ -332,7 +332,8 @@ def record_refusals(
             out.append(f"{REQUIRED_CHECK_FAILED}: {where}: policy requires check {name!r} PASS, the record says {status}")
     # Floors and ceilings on record metrics: one rule each way; `not (value >= bound)` also refuses NaN.
     bounds = [(f.lane_id, f.metric, f.min_value, SPEED_FLOOR, "floor", lambda v, b: v >= b, "<")
-              for f in policy.speed_floors]
+              for f in policy.speed_floors
+              if not f.model_sha256 or _norm_digest(f.model_sha256) == _norm_digest(rec.model.sha256)]
     bounds += [(c.lane_id, c.metric, c.max_value, METRIC_CEILING, "ceiling", lambda v, b: v <= b, ">")
                for c in policy.metric_ceilings]
     for lane_id, metric, bound, code, kind, within, op in bounds:

@@ -96,8 +96,17 @@ def device_class_slug(dc: runner_report_pb2.DeviceClass) -> str:
     return re.sub(r"-{2,}", "-", text) or "unknown-device"
 
 
+def run_name(lane_id: str, device_class: runner_report_pb2.DeviceClass, model) -> str:
+    """<lane>.<device class> for the embedded model; other models add the first 12 hex digits of
+    their sha256, so one lane and device class holds a record per model it was certified with."""
+    base = f"{lane_id}.{device_class_slug(device_class)}"
+    if model.source.startswith("embedded://") or not model.sha256:
+        return base
+    return f"{base}.{model.sha256.lower().removeprefix('sha256:')[:12]}"
+
+
 def record_file_name(record: certification_pb2.CertificationRecord) -> str:
-    return f"{record.scope.lane_id}.{device_class_slug(record.scope.device_class)}.record.dsse.json"
+    return f"{run_name(record.scope.lane_id, record.scope.device_class, record.model)}.record.dsse.json"
 
 
 def _check_recordable(report: runner_report_pb2.RunnerReport) -> None:

@@ -121,10 +121,11 @@ def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> bool:
 
 def publish_run(staging: pathlib.Path, runs: pathlib.Path, report: runner_report_pb2.RunnerReport,
                 evidence: pathlib.Path) -> pathlib.Path:
-    """Makes a finished run evidence/runs/<lane>.<device class>/, with the build evidence it names:
+    """Makes a finished run evidence/runs/<lane>.<device class>[.<model sha256 prefix>]/ (records.run_name),
+    with the build evidence it names:
     completed in the staging dir, then copied into a temporary sibling and renamed into place (an
     earlier run of the same lane and device class is replaced only once the new one is complete)."""
-    final = runs / f"{report.lane_id}.{records.device_class_slug(report.device_class)}"
+    final = runs / records.run_name(report.lane_id, report.device_class, report.model)
     shutil.copy2(evidence, staging / "build_evidence.pb")
     json_twin = evidence.with_suffix(".json")
     if json_twin.exists():

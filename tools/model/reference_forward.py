@@ -119,9 +119,8 @@ def dequantize(t: gguf.ReaderTensor) -> np.ndarray:
     return gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).astype(np.float32, copy=False).reshape(shape)
 
 
-def load_model(path: pathlib.Path) -> Model:
-    """Loads hyper-parameters and all tensors of a llama or qwen2 GGUF."""
-    reader = gguf.GGUFReader(path, "r")
+def load_hparams(path: pathlib.Path, reader: gguf.GGUFReader) -> HParams:
+    """The hyper-parameters of a llama or qwen2 GGUF (refused by name if this reference lacks them)."""
     reasons = unsupported(reader)
     if reasons:
         raise UnsupportedModelError(f"{path}: the float64 reference does not implement {'; '.join(reasons)}")
@@ -136,7 +135,7 @@ def load_model(path: pathlib.Path) -> Model:
     factor = float(_field(reader, a + "rope.scaling.factor", 1.0))
     if scaling not in ("none", "linear") or (scaling == "none" and factor not in (0.0, 1.0)):
         raise UnsupportedModelError(f"{path}: {a}rope.scaling.type {scaling!r} (factor {factor:g}) is not implemented")
-    hp = HParams(
+    return HParams(
         n_layer=int(_field(reader, a + "block_count")),
         n_embd=n_embd,
         n_head=n_head,
@@ -149,6 +148,12 @@ def load_model(path: pathlib.Path) -> Model:
         rope_neox=arch in _NEOX,
         rope_freq_scale=1.0 / factor if scaling == "linear" and factor else 1.0,
     )
+
+
+def load_model(path: pathlib.Path) -> Model:
+    """Loads hyper-parameters and all tensors of a llama or qwen2 GGUF."""
+    reader = gguf.GGUFReader(path, "r")
+    hp = load_hparams(path, reader)
     return Model(hp, {t.name: dequantize(t) for t in reader.tensors})
 
 

@@ -105,9 +105,8 @@ def dequantize(t: gguf.ReaderTensor) -> np.ndarray:
     return out.reshape(shape)
 
 
-def load_model(path: pathlib.Path) -> Model:
-    """Loads hyper-parameters and all tensors (dequantized to float32) of a gemma3 GGUF."""
-    reader = gguf.GGUFReader(path, "r")
+def load_hparams(path: pathlib.Path, reader: gguf.GGUFReader) -> HParams:
+    """The hyper-parameters of a gemma3 GGUF (refused by name if this reference lacks them)."""
     reasons = unsupported(reader)
     if reasons:
         raise UnsupportedModelError(f"{path}: the float64 gemma3 reference does not implement {'; '.join(reasons)}")
@@ -125,15 +124,17 @@ def load_model(path: pathlib.Path) -> Model:
             _field(reader, a + "attention.sliding_window_pattern"), int):
         raise UnsupportedModelError(f"{path}: per-layer sliding_window_pattern arrays are not implemented")
     n_layer = int(_field(reader, a + "block_count"))
-    tensors = {t.name: dequantize(t) for t in reader.tensors}
-    hp = HParams(
+    embd = next((t for t in reader.tensors if t.name == "token_embd.weight"), None)
+    if embd is None:
+        raise UnsupportedModelError(f"{path}: no token_embd.weight")
+    return HParams(
         n_layer=n_layer,
         n_embd=n_embd,
         n_head=n_head,
         n_head_kv=int(_field(reader, a + "attention.head_count_kv", n_head)),
         head_dim=head_dim,
         n_ff=int(_field(reader, a + "feed_forward_length")),
-        n_vocab=int(tensors["token_embd.weight"].shape[0]),
+        n_vocab=int(embd.shape[-1]),
         rms_eps=float(_field(reader, a + "attention.layer_norm_rms_epsilon")),
         rope_freq_base=float(_field(reader, a + "rope.freq_base", 10000.0)),
         rope_freq_base_swa=float(_field(reader, a + "rope.freq_base_swa", 10000.0)),
@@ -143,7 +144,13 @@ def load_model(path: pathlib.Path) -> Model:
         attention_scale=1.0 / np.sqrt(n_embd / n_head if n_layer == 62 else head_dim),
         final_logit_softcapping=float(_field(reader, a + "final_logit_softcapping", 0.0)),
     )
-    return Model(hp, tensors)
+
+
+def load_model(path: pathlib.Path) -> Model:
+    """Loads hyper-parameters and all tensors (dequantized to float32) of a gemma3 GGUF."""
+    reader = gguf.GGUFReader(path, "r")
+    hp = load_hparams(path, reader)
+    return Model(hp, {t.name: dequantize(t) for t in reader.tensors})
 
 
 def rope_neox(x: np.ndarray, positions: np.ndarray, base: float) -> np.ndarray:

@@ -54,6 +54,10 @@ def validate(policy: admission_pb2.AdmissionPolicy, source: str = "policy") -> t
     for f in policy.speed_floors:
         if not f.lane_id or not f.metric:
             raise PolicyError(f"{source}: speed floor {f} needs lane_id ('*' for all) and metric")
+        scoped = f.model_sha256.lower().removeprefix("sha256:")
+        if f.model_sha256 and (len(scoped) != 64 or any(c not in "0123456789abcdef" for c in scoped)):
+            raise PolicyError(f"{source}: speed floor {f.lane_id} {f.metric}: model_sha256 {f.model_sha256!r} is not a "
+                              "sha256 (64 hex digits)")
     seen: set[tuple[str, str]] = set()
     for c in policy.metric_ceilings:
         if not c.lane_id or not c.metric:

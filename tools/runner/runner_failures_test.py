@@ -70,17 +70,17 @@ def test_an_architecture_the_oracle_does_not_implement_is_refused_before_anythin
     lane_dir, evidence, _ = lane
     model = _gguf(tmp_path / "falcon.gguf", "falcon", (np.zeros((4, 8), dtype=np.float32), None))
     report, code = fake_lane.run(fake_lane.config(tmp_path, lane_dir, evidence, model))
-    _assert_failed_closed(report, code, "float64 reference (reference_parity): architecture 'falcon' "
+    _assert_failed_closed(report, code, "float64 reference (reference_parity, op_oracle): architecture 'falcon' "
                                         "(implemented: gemma3, llama, qwen2)")
 
 
-def test_a_model_the_per_op_oracle_cannot_follow_is_refused_naming_that_check(tmp_path, lane):
+def test_a_model_without_a_tokenizer_the_runner_implements_is_refused(tmp_path, lane):
     import numpy as np
 
     lane_dir, evidence, _ = lane
     model = _gguf(tmp_path / "gemma.gguf", "gemma3", (np.zeros((4, 8), dtype=np.float32), None))
     report, code = fake_lane.run(fake_lane.config(tmp_path, lane_dir, evidence, model))
-    _assert_failed_closed(report, code, "per-op oracle (op_oracle): architecture 'gemma3' (implemented: llama)")
+    _assert_failed_closed(report, code, "prompt tokenizer: ")
 
 
 def test_a_tensor_type_the_oracle_does_not_read_is_refused_by_name(tmp_path, lane):
@@ -88,10 +88,10 @@ def test_a_tensor_type_the_oracle_does_not_read_is_refused_by_name(tmp_path, lan
     import numpy as np
 
     lane_dir, evidence, _ = lane
-    q8 = np.zeros((4, 34), dtype=np.uint8)  # 4 rows of one Q8_0 block (32 weights in 34 bytes)
-    model = _gguf(tmp_path / "q8.gguf", "llama", (q8, gguf.GGMLQuantizationType.Q8_0))
+    iq = np.zeros((4, 66), dtype=np.uint8)  # 4 rows of one IQ2_XXS block (256 weights in 66 bytes)
+    model = _gguf(tmp_path / "iq2.gguf", "llama", (iq, gguf.GGMLQuantizationType.IQ2_XXS))
     report, code = fake_lane.run(fake_lane.config(tmp_path, lane_dir, evidence, model))
-    _assert_failed_closed(report, code, "per-op oracle (op_oracle): tensor types Q8_0 (1 tensors) (implemented: F32, F16)")
+    _assert_failed_closed(report, code, "tensor types IQ2_XXS (1 tensors) (implemented: F32, F16, BF16, Q4_0")
 
 
 def test_not_a_gguf(tmp_path, lane):

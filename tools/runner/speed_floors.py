@@ -16,15 +16,22 @@ class PolicyFloorsError(errors.UsageError):
     """The policy file cannot be read; the message names it."""
 
 
-def floors_for_lane(policy_path: pathlib.Path, lane_id: str) -> tuple[float, float]:
-    """(tg, pp) tokens/s floors: the highest floor that names this lane or '*'."""
+def _model_applies(floor: dict, model_sha256: str) -> bool:
+    """A floor scoped to a model (model_sha256) binds only that model's runs and records."""
+    scoped = str(floor.get("model_sha256", "")).lower().removeprefix("sha256:")
+    return not scoped or scoped == model_sha256.lower().removeprefix("sha256:")
+
+
+def floors_for_lane(policy_path: pathlib.Path, lane_id: str, model_sha256: str = "") -> tuple[float, float]:
+    """(tg, pp) tokens/s floors: the highest floor that names this lane or '*' (and this model, for a
+    floor scoped to one)."""
     try:
         policy = json.loads(pathlib.Path(policy_path).read_text())
     except (OSError, ValueError) as err:
         raise PolicyFloorsError(f"{policy_path}: cannot read the policy for its speed floors ({err})") from err
     floors = {"tg": 0.0, "pp": 0.0}
     for floor in policy.get("speed_floors", []):
-        if floor.get("lane_id") in (lane_id, "*"):
+        if floor.get("lane_id") in (lane_id, "*") and _model_applies(floor, model_sha256):
             for kind in floors:
                 if floor.get("metric") == f"speed.{kind}_tokens_per_s":
                     floors[kind] = max(floors[kind], float(floor.get("min_value", 0.0)))
@@ -61,6 +68,6 @@ def relative_floors_for_lane(policy_path: pathlib.Path, lane_id: str) -> tuple[f
         raise PolicyFloorsError(f"{policy_path}: cannot read the policy for its speed floors ({err})") from err
     floors = {ROOFLINE_SPEEDUP_PP: 0.0, ROOFLINE_SPEEDUP_TG: 0.0}
     for floor in policy.get("speed_floors", []):
-        if floor.get("lane_id") in (lane_id, "*") and floor.get("metric") in floors:
+        if floor.get("lane_id") in (lane_id, "*") and floor.get("metric") in floors and not floor.get("model_sha256"):
             floors[floor["metric"]] = max(floors[floor["metric"]], float(floor.get("min_value", 0.0)))
     return floors[ROOFLINE_SPEEDUP_PP], floors[ROOFLINE_SPEEDUP_TG]

@@ -27,6 +27,24 @@ def test_lane_and_wildcard_floors(tmp_path):
     assert speed_floors.floors_for_lane(policy, "linux-x86_64-rocm") == (5.0, 50.0)
 
 
+def test_a_floor_scoped_to_a_model_binds_only_that_model(tmp_path):
+    tiny, other = "a" * 64, "b" * 64
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"speed_floors": [
+        {"lane_id": "linux-x86_64-cpu", "metric": "speed.tg_tokens_per_s", "min_value": 100, "model_sha256": tiny},
+        {"lane_id": "linux-x86_64-cpu", "metric": "speed.pp_tokens_per_s", "min_value": 7}]}))
+    assert speed_floors.floors_for_lane(policy, "linux-x86_64-cpu", tiny) == (100.0, 7.0)
+    assert speed_floors.floors_for_lane(policy, "linux-x86_64-cpu", "sha256:" + tiny.upper()) == (100.0, 7.0)
+    assert speed_floors.floors_for_lane(policy, "linux-x86_64-cpu", other) == (0.0, 7.0)
+
+
+def test_committed_cpu_floors_hold_the_embedded_model_only():
+    committed = _committed_policy()
+    embedded = "594f903a937349e4ae25ed5013a4491a9b5aec3344509ccf2b81d50eb0707a85"
+    assert speed_floors.floors_for_lane(committed, "linux-x86_64-cpu", embedded) == (100.0, 1000.0)
+    assert speed_floors.floors_for_lane(committed, "linux-x86_64-cpu", "c" * 64) == (0.0, 0.0)
+
+
 def test_relative_floors_for_accelerators(tmp_path):
     policy = _floors_policy(tmp_path,
                             ("linux-x86_64-cuda", "speed.roofline_speedup_pp", 2.5),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from tools.core.digest import sha256_file
 from tools.runner import speed_floors
 
 # option -> "max" (a ceiling: a larger value is looser) or "min" (a floor: a smaller one is looser).
@@ -31,6 +32,7 @@ BOUNDS: dict[str, str] = {
     "speed_floor_pp": "min",
     "min_speedup_roofline_pp": "min",
     "min_speedup_roofline_tg": "min",
+    "min_tg_model_roofline_fraction": "min",
     "n_predict": "min",
 }
 
@@ -46,10 +48,10 @@ def _stricter(a: float, b: float, direction: str) -> float:
     return min(a, b) if direction == "max" else max(a, b)
 
 
-def policy_bounds(policy_path: pathlib.Path, lane_id: str) -> dict[str, float]:
-    """The bounds the policy sets for this lane (only those it names)."""
+def policy_bounds(policy_path: pathlib.Path, lane_id: str, model_sha256: str = "") -> dict[str, float]:
+    """The bounds the policy sets for this lane and model (only those it names)."""
     bounds: dict[str, float] = {}
-    tg, pp = speed_floors.floors_for_lane(policy_path, lane_id)
+    tg, pp = speed_floors.floors_for_lane(policy_path, lane_id, model_sha256)
     rel_pp, rel_tg = speed_floors.relative_floors_for_lane(policy_path, lane_id)
     for name, value in (("speed_floor_tg", tg), ("speed_floor_pp", pp),
                         ("min_speedup_roofline_pp", rel_pp), ("min_speedup_roofline_tg", rel_tg)):
@@ -92,7 +94,8 @@ def apply(config, lane_id: str, default_kv_types: tuple[str, ...]) -> list[str]:
     if config.policy is None:
         reasons.append("no --policy: a recordable run is held to the admission policy's floors and ceilings")
         return reasons
-    for name, bound in policy_bounds(config.policy, lane_id).items():
+    model_sha256 = sha256_file(config.model) if config.model is not None and pathlib.Path(config.model).is_file() else ""
+    for name, bound in policy_bounds(config.policy, lane_id, model_sha256).items():
         direction = BOUNDS[name]
         setattr(config, name, _stricter(float(getattr(config, name)), bound, direction))
     return reasons

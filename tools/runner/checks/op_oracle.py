@@ -58,8 +58,9 @@ from tools.core.digest import sha256_file
 from tools.model import prompt_tokenizer
 from tools.model import reference_forward as rf
 from tools.runner import exits, log_blocks
+from tools.runner.checks import op_oracle_local
 from tools.runner.checks.base import Check
-from tools.runner.checks.op_oracle_dump import read_dump
+from tools.runner.checks.op_oracle_dump import read_dump, write_dump
 from tools.runner.checks.op_oracle_graph import PRINT_ROUNDING, TOLERANCES, NodeResult, evaluate_run
 from tools.runner.checks.op_oracle_log import EVAL_BIN, OracleLogError, parse_config, parse_runs
 
@@ -134,12 +135,21 @@ def evaluate_log(text: str, model_path: pathlib.Path | None = None, config: dict
     last = {r.flash_attn: r for r in runs}
     truncated = len(runs) - len(last)
     runs = list(last.values())
-    gaps = rf.node_gaps(gguf.GGUFReader(path, "r"))
-    if gaps:
-        raise rf.UnsupportedModelError(f"{path}: the per-op float64 oracle does not implement {'; '.join(gaps)}")
-    model = rf.load_model(path)
-    results: list[NodeResult] = []
+    reader = gguf.GGUFReader(path, "r")
+    local = config.get("oracle") == "local"
     counts: dict[str, int] = {"runs": len(runs), "runs_failed": 0}
+    if local:
+        # Each node from the lane's own inputs (op_oracle_local): quantized or non-llama graphs.
+        arch = op_oracle_local.architecture(path, reader)
+        keep = {int(x) for x in config.get("local_layers", "").split(",") if x}
+        counts["local_layers_as_required"] = int(keep == op_oracle_local.keep_layers_for(_n_layer(reader)))
+        tolerances = dict(op_oracle_local.LOCAL_TOLERANCES)
+    else:
+        gaps = rf.node_gaps(reader)
+        if gaps:
+            raise rf.UnsupportedModelError(f"{path}: the chained per-op oracle does not implement {'; '.join(gaps)}")
+        model = rf.load_model(path)
+    results: list[NodeResult] = []
     if truncated:
         counts["truncated_runs"] = truncated
     for run in runs:
@@ -158,7 +168,12 @@ def evaluate_log(text: str, model_path: pathlib.Path | None = None, config: dict
         if dumped is not None:  # a key older runs' records do not have
             counts[f"dump.fa_{run.flash_attn}"] = 1
         if run.tokens and run.nodes:
-            results.extend(evaluate_run(run, model, tolerances, dumped))
+            if local:
+                if dumped is None:
+                    raise OracleLogError(f"the -fa {run.flash_attn} run has no node dump (the local oracle needs one)")
+                results.extend(op_oracle_local.evaluate_run(run, dumped, reader, arch, keep))
+            else:
+                results.extend(evaluate_run(run, model, tolerances, dumped))
     metrics: dict[str, float] = {}
     counts["nodes"] = len(results)
     for status in ("view", "pass", "fail", "unresolved"):
@@ -223,6 +238,8 @@ def judge(counts: dict[str, int], metrics: dict[str, float], config: dict[str, s
         for mode in fa_modes:
             if not counts.get(f"dump.fa_{mode}"):
                 problems.append(f"the -fa {mode} run has no node dump: only its printed corners could be compared")
+    if counts.get("local_layers_as_required") == 0:
+        problems.append("the local oracle's kept blocks are not the first, middle and last of the model")
     if counts.get("nodes_unresolved"):
         problems.append(f"{counts['nodes_unresolved']} compute node(s) without a reference")
     for op in [o for o in config.get("required_ops", "").split(",") if o]:
@@ -286,11 +303,36 @@ def absent_ops(spec_path: pathlib.Path, lane_id: str) -> list[str]:
 
 
 def eval_command(bin_path: pathlib.Path, model: pathlib.Path, prompt: str, threads: int, seed: int,
-                 flash_attn: str, node_dump: pathlib.Path) -> list[str]:
+                 flash_attn: str, node_dump: pathlib.Path, n_ctx: int | None = None) -> list[str]:
     # F32 KV cache: the cache nodes (SET_ROWS) stay F32 and only the graph's own cast to F16
     # (CPY, flash attention on) rounds K/V. No warm-up run (eval-callback disables it).
-    return [str(bin_path), "-m", str(model), "-p", prompt, "-t", str(threads), "-fa", flash_attn,
+    argv = [str(bin_path), "-m", str(model), "-p", prompt, "-t", str(threads), "-fa", flash_attn,
             "-ctk", "f32", "-ctv", "f32", "--seed", str(seed), "--lanes-node-dump", str(node_dump)]
+    # A real model's training context would size every cache node (dumped whole) in the thousands.
+    return argv + ["-c", str(n_ctx)] if n_ctx else argv
+
+
+# The local oracle's context: the prompt fits many times over; the dumped cache nodes stay small.
+LOCAL_N_CTX = 256
+
+
+def _n_layer(reader: gguf.GGUFReader) -> int:
+    arch = str(reader.fields["general.architecture"].contents())
+    return int(reader.fields[f"{arch}.block_count"].contents())
+
+
+def _keep_subset(text: str, logs_dir: pathlib.Path, scratch: pathlib.Path, keep: set[int]) -> None:
+    """Writes each run's kept nodes (op_oracle_local.stored_nodes) from its full dump in scratch to a
+    gzip dump in logs_dir: a real model's full dumps are hundreds of MB, the kept blocks a few."""
+    for run in {r.flash_attn: r for r in parse_runs(text)}.values():
+        full_path = scratch / dump_name(run.flash_attn)
+        if not full_path.is_file():
+            continue  # the run wrote no dump; the evaluation says so
+        full = read_dump(full_path)
+        kept, _ = op_oracle_local.stored_nodes(run.nodes, keep)
+        if len(full) == len(run.nodes):
+            write_dump(logs_dir / (dump_name(run.flash_attn) + ".gz"), [full[i] for i in kept])
+        full_path.unlink()
 
 
 def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
@@ -315,17 +357,33 @@ def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[in
     except (prompt_tokenizer.TokenizerError, ValueError) as err:
         return CR.FAIL, f"cannot tokenize the prompt independently of the lane: {err}"
     step.config("expected_tokens", ",".join(str(t) for t in expected))
-    for op, (atol, rtol) in sorted(TOLERANCES.items()):
+    reader = gguf.GGUFReader(cfg.model, "r")
+    local = bool(rf.node_gaps(reader))
+    keep: set[int] = set()
+    if local:
+        try:
+            op_oracle_local.architecture(cfg.model, reader)
+        except ValueError as err:
+            return CR.FAIL, f"{type(err).__name__}: {err}"
+        keep = op_oracle_local.keep_layers_for(_n_layer(reader))
+        step.config("oracle", "local")
+        step.config("local_layers", ",".join(str(i) for i in sorted(keep)))
+    for op, (atol, rtol) in sorted((op_oracle_local.LOCAL_TOLERANCES if local else TOLERANCES).items()):
         step.config(f"tol.{op}", f"{atol!r},{rtol!r}")
     threads = min(cfg.threads, 4)  # fixed, small: the tiny model needs no more
     codes: list[int] = []
     crashes: list[str] = []
     for fa in ("off", "on"):
-        step.config(f"node_dump.fa_{fa}", dump_name(fa))
+        step.config(f"node_dump.fa_{fa}", dump_name(fa) + (".gz" if local else ""))
     for fa in ("off", "on"):
-        dump = step.log_path.parent / dump_name(fa)
-        step.extra_logs.append(dump)
-        argv = eval_command(ctx.bin(EVAL_BIN), cfg.model, cfg.parity_prompt, threads, cfg.seed, fa, dump)
+        if local:
+            dump = ctx.scratch_dir / dump_name(fa)
+            step.extra_logs.append(step.log_path.parent / (dump_name(fa) + ".gz"))
+        else:
+            dump = step.log_path.parent / dump_name(fa)
+            step.extra_logs.append(dump)
+        argv = eval_command(ctx.bin(EVAL_BIN), cfg.model, cfg.parity_prompt, threads, cfg.seed, fa, dump,
+                            LOCAL_N_CTX if local else None)
         res = step.run(argv, cfg.timeout_s)
         for _ in range(TRUNCATION_RETRIES):
             if res.exit_code != 0 or output_complete(res.output):
@@ -340,6 +398,11 @@ def run_op_oracle(ctx, step, report: rpb.RunnerReport | None = None) -> tuple[in
             crashes.append(f"{EVAL_BIN} -fa {fa} exited {exits.describe(res.exit_code)}")
     step.result.exit_code = max(codes, key=abs)
     text = step.log_path.read_text(encoding="utf-8", errors="replace")
+    if local:
+        try:
+            _keep_subset(text, step.log_path.parent, ctx.scratch_dir, keep)
+        except (OracleLogError, ValueError, OSError) as err:
+            return CR.FAIL, f"{type(err).__name__}: {err}"
     if crashes:
         # The oracle has nothing to compare once the lane died: say so instead of what the
         # comparison of a cut-off output would report; the figures of what it printed still stand,

@@ -12,6 +12,7 @@ types other than f32/f16/bf16); then b"LANESEND" and u64 the number of nodes.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import math
 import pathlib
 import struct
@@ -69,13 +70,20 @@ class _Reader:
 
 
 def read_dump(path: pathlib.Path) -> list[DumpedNode]:
-    """Every node of one dump, in the order the graph computed them."""
+    """Every node of one dump (gzip-compressed when its name ends in .gz), in the order the graph
+    computed them."""
     path = pathlib.Path(path)
     size = path.stat().st_size
     if size > MAX_DUMP_BYTES:
         raise NodeDumpError(f"{path}: {size} bytes, over the {MAX_DUMP_BYTES}-byte limit")
-    with path.open("rb") as f:
-        data = f.read(MAX_DUMP_BYTES + 1)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as f:
+            data = f.read(MAX_DUMP_BYTES + 1)
+    except (OSError, EOFError) as err:  # a corrupt or truncated gzip stream
+        raise NodeDumpError(f"{path}: not readable ({err})") from err
+    if len(data) > MAX_DUMP_BYTES:
+        raise NodeDumpError(f"{path}: over {MAX_DUMP_BYTES} bytes uncompressed")
     reader = _Reader(path, data)
     if reader.take(len(MAGIC), "the magic") != MAGIC:
         raise NodeDumpError(f"{path}: not a node dump (no {MAGIC!r} header)")
@@ -104,3 +112,18 @@ def read_dump(path: pathlib.Path) -> list[DumpedNode]:
     if reader.at != len(data):
         raise NodeDumpError(f"{path}: {len(data) - reader.at} bytes after the trailer")
     return nodes
+
+
+def write_dump(path: pathlib.Path, nodes: list[DumpedNode]) -> None:
+    """Writes nodes in the dump's layout, gzip-compressed (the runner keeps a subset of a large dump)."""
+    with gzip.open(path, "wb", compresslevel=6) as f:
+        f.write(MAGIC)
+        for n in nodes:
+            for text in (n.name, n.op, n.type):
+                raw = text.encode("ascii")
+                f.write(struct.pack("<I", len(raw)) + raw)
+            f.write(struct.pack("<4q", *n.ne))
+            values = np.asarray(n.values, dtype="<f4")
+            f.write(struct.pack("<Q", values.size))
+            f.write(values.tobytes())
+        f.write(TRAILER + struct.pack("<Q", len(nodes)))

@@ -47,8 +47,10 @@ COMPARISONS = (("", "reference", "lane"), ("fa_on.", "reference", "lane_fa_on"),
 # |dlogit| 0.97, mean KL 0.0032, max KL 0.0095; Qwen2.5-Coder-0.5B Q4_K_M 0.65 / 0.0010 / 0.0054;
 # Gemma 3 270M Q4_K_M 1.29 / 0.0039 / 0.011; top-1 flips only where the reference's margin was
 # < 0.17 nats. The bounds apply to a model only when every quantized type it holds was measured.
+# A real model on a short prompt is often undecided between continuations: a quarter of the
+# positions leading by 0.5 nats is enough to judge top-1 agreement; the KL judges every position.
 QUANTIZED_BOUNDS = {"tol_max_abs_delta_logit": 5.0, "tol_mean_kl": 0.03, "tol_top1_agreement_decisive": 0.95,
-                    "tie_margin": 0.5}
+                    "tie_margin": 0.5, "tol_min_decisive_fraction": 0.25}
 MEASURED_QUANTIZED_TYPES = ("F16", "Q4_1", "Q4_K", "Q5_0", "Q6_K", "Q8_0")
 # F16 weights are no exception: their matmuls round the activations to F16 (vec_dot_type F16).
 _EXACT_TYPES = ("F32",)
@@ -234,7 +236,8 @@ def loosened_bounds(config: dict[str, str]) -> list[str]:
             if prefix + key not in config:
                 continue
             value = float(config[prefix + key])
-            looser = value < bound if key == "tol_top1_agreement_decisive" else value != bound if key == "tie_margin" else value > bound
+            lower_is_looser = key in ("tol_top1_agreement_decisive", "tol_min_decisive_fraction")
+            looser = value < bound if lower_is_looser else value != bound if key == "tie_margin" else value > bound
             if looser or math.isnan(value):
                 out.append(f"{prefix}{key}={value:g} is looser than the quantized bound {bound:g}")
     return out

@@ -3,7 +3,11 @@ the same run), the backend llama-bench says it ran, and for accelerators the fra
 memory-bandwidth roofline that token generation reaches on a bandwidth-bound model.
 
 Floors:
-- CPU lane: absolute tokens/s floors from the policy (speed.tg_tokens_per_s, speed.pp_tokens_per_s).
+- CPU lane: tokens/s floors from the policy (speed.tg_tokens_per_s, speed.pp_tokens_per_s) where it
+  has them for the served model (a floor may be scoped to one model's sha256: absolute tokens/s
+  hold only for the model they were tuned on), and tg on the served model >= 0.05 of that model's
+  own memory roofline (min_tg_model_roofline_fraction: its weight bytes read per token at the
+  host's measured bandwidth).
 - Accelerator lanes: relative to the CPU lane measured here, now. Absolute floors cannot catch a
   fallback: on the H200 host the CPU lane itself does pp512 81,624 and tg128 4,417 tok/s on the tiny
   model, above the old CUDA floors (10,000 / 1,000).
@@ -192,6 +196,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
             if value is None or not value >= floor:  # `not >=` also fails NaN
                 problems.append(f"{kind} {value if value is not None else 'absent'} tok/s below floor {floor:g}")
         summary = cpu_roofline(logs_dir, cfg, m, counts, problems, summary)
+        summary = _model_roofline(cfg, m, counts, problems, summary)
     else:
         offl = parse_offloaded(lane_log)
         if offl is None or offl[0] != offl[1] or offl[1] <= 0:
@@ -220,6 +225,33 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
         if not math.isfinite(v):
             problems.append(f"{k} is {v}")
     return counts, m, problems, summary
+
+
+def _model_roofline(cfg, m, counts, problems, summary) -> str:
+    """CPU lane: token generation on the served model against that model's own roofline (the weight
+    bytes it reads per token at the host's measured bandwidth): a floor that scales with the model,
+    where absolute tokens/s floors hold only for the model they were tuned on. No upper bound: a
+    model that fits in the caches runs above the memory roofline."""
+    if "min_tg_model_roofline_fraction" not in cfg:
+        return summary  # runs before the model-relative floor
+    tensor_bytes = int(float(cfg.get("model_tensor_bytes", "0") or 0))
+    per_token = tensor_bytes - int(float(cfg.get("model_rows_only_bytes", "0") or 0))
+    floor = float(cfg["min_tg_model_roofline_fraction"])
+    m["floor_tg_model_roofline_fraction"] = floor
+    bw, tg = m.get("host_bandwidth_gbs"), m.get("tg_tokens_per_s")
+    if "roofline_model" not in cfg:
+        # No --roofline_model: no bandwidth measured, no figure (the record has no
+        # tg_model_roofline_fraction; a policy floor on it then refuses the record).
+        return summary + "; served model's roofline not computed (no --roofline_model, no bandwidth measured)"
+    if per_token <= 0 or not bw or tg is None:
+        problems.append("the served model's roofline cannot be computed (model bytes, bandwidth or tg missing)")
+        return summary
+    counts["model_bytes_per_token"] = per_token
+    m["tg_model_roofline_fraction"] = tg * per_token / (bw * 1e9)
+    if not m["tg_model_roofline_fraction"] >= floor:
+        problems.append(f"tg on the served model reaches {m['tg_model_roofline_fraction']:.3f} of its roofline "
+                        f"({per_token} B per token at {bw:.1f} GB/s), below the floor {floor:g}")
+    return summary + f"; served model: {per_token} B x {tg:.1f} tok/s = {100 * m['tg_model_roofline_fraction']:.1f}% of its roofline"
 
 
 def _upstream(logs_dir, cfg, backend, accel, m, problems, summary) -> str:
@@ -340,6 +372,7 @@ def bind_inputs(ctx: RunContext, step: Step) -> list[str]:
         step.config(tensor_key, f"{sum(sizes.values())}")
         if path_key == "model":
             step.config("model_sha256", sha256_file(model))
+            step.config("model_rows_only_bytes", f"{rows_only_bytes(sizes)}")
         else:
             step.config("roofline_rows_only_bytes", f"{rows_only_bytes(sizes)}")
     commit = ctx.evidence.upstream.commit if ctx.evidence is not None else ""
@@ -365,6 +398,7 @@ def run_speed(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = Non
     else:
         step.config("floor_tg_tokens_per_s", f"{cfg.speed_floor_tg!r}")
         step.config("floor_pp_tokens_per_s", f"{cfg.speed_floor_pp!r}")
+        step.config("min_tg_model_roofline_fraction", f"{cfg.min_tg_model_roofline_fraction!r}")
     failures = bind_inputs(ctx, step)
     if _bench(ctx, step, LANE, bench_command(ctx, cfg.lane_dir, accel)) != 0:
         failures.append("llama-bench on the lane failed")
@@ -442,6 +476,10 @@ class Options:
     hbm_bandwidth_gbs: float = option(0.0, "Bring-up override (non-recordable) of the device memory bandwidth, GB/s, "
                                       "that the speed step otherwise measures itself (tools/runner/probes/cuda/membw.cu).")
     # Accelerator lanes vs the CPU lane on the same host in the same run (why these values: above).
+    # Measured on the served models on this host kind (docs/runner.md): 0.25 to 0.5 for models past the
+    # caches; a lane at a fifth of that is broken, not slow.
+    min_tg_model_roofline_fraction: float = option(0.05, "CPU lane: min tg on the served model as a fraction of its "
+                                                   "memory roofline (bytes read per token at the measured bandwidth).")
     min_speedup_roofline_pp: float = option(2.0, "Accelerator lanes: min pp speed-up over the CPU lane on --roofline_model "
                                             "on this host (policy speed.roofline_speedup_pp raises it; lower = non-recordable).")
     min_speedup_roofline_tg: float = option(4.0, "Accelerator lanes: min tg speed-up over the CPU lane on --roofline_model "
