@@ -74,15 +74,6 @@ def test_an_architecture_the_oracle_does_not_implement_is_refused_before_anythin
                                         "(implemented: gemma3, llama, qwen2)")
 
 
-def test_a_model_without_a_tokenizer_the_runner_implements_is_refused(tmp_path, lane):
-    import numpy as np
-
-    lane_dir, evidence, _ = lane
-    model = _gguf(tmp_path / "gemma.gguf", "gemma3", (np.zeros((4, 8), dtype=np.float32), None))
-    report, code = fake_lane.run(fake_lane.config(tmp_path, lane_dir, evidence, model))
-    _assert_failed_closed(report, code, "prompt tokenizer: ")
-
-
 def test_a_tensor_type_the_oracle_does_not_read_is_refused_by_name(tmp_path, lane):
     import gguf
     import numpy as np

@@ -40,10 +40,12 @@ from tools.model import reference_forward as rf
 from tools.runner.checks.op_oracle_dump import DumpedNode
 from tools.runner.checks.op_oracle_graph import (
     F16_ULP_REL,
-    TOLERANCES as CHAINED_TOLERANCES,
     VIEW_OPS,
     NodeResult,
     _aligned,
+)
+from tools.runner.checks.op_oracle_graph import (
+    TOLERANCES as CHAINED_TOLERANCES,
 )
 from tools.runner.checks.op_oracle_log import Node, OracleLogError, Run
 
@@ -135,10 +137,14 @@ def _layer(name: str) -> int | None:
 
 
 def node_layer(node: Node) -> int | None:
-    """The block a node belongs to: its name's (Qcur-3, cache_k_l3 (view)), else its first source's
-    (flash attention's output is named node_<n>)."""
-    il = _layer(node.name)
-    return il if il is not None else _layer(node.src0)
+    """The block a node belongs to: its name's (Qcur-3, cache_k_l3 (view)), else its sources' (flash
+    attention's output is named node_<n>; gemma3's scaled Q it reads is node_<n> too, its K cache
+    view cache_k_l3 ...)."""
+    for name in (node.name, node.src0, node.src1):
+        il = _layer(name)
+        if il is not None:
+            return il
+    return None
 
 
 def keep_layers_for(n_layer: int) -> set[int]:
@@ -315,7 +321,7 @@ def _set_rows(node: Node, g: Graph, shape) -> np.ndarray:
 
 
 def _flash_attn(node: Node, g: Graph, shape, history: list[tuple[str, str]]) -> np.ndarray:
-    il = _layer(node.src0)
+    il = node_layer(node)
     q = _src(g, node.src0)  # [1, heads, tokens, d]
     k = _src(g, node.src1)  # [1, kv_heads, cells, d] (F16 values)
     v_name = next((name for name, op in reversed(history) if op == "CPY" and name.startswith(f"cache_v_l{il} ")), None)
