@@ -281,6 +281,14 @@ def recipe_refusal(proven: runner_report_pb2.Recipe | None, asked: runner_report
             out.append(f"route states no {field}")
         elif a > p:
             out.append(f"{field} {a} > proven {p}")
+    # Records from runner 0.5.0 on say the longest sequence any proving step ran: a route's cells per
+    # sequence (its context over its parallel sequences) must not exceed it.
+    if proven.longest_sequence_tokens and asked.context_size:
+        per_sequence = -(-asked.context_size // max(1, asked.parallel_sequences))
+        if per_sequence > proven.longest_sequence_tokens:
+            out.append(f"context per sequence {per_sequence} (context_size {asked.context_size} over "
+                       f"{max(1, asked.parallel_sequences)} sequence(s)) > the longest sequence proven, "
+                       f"{proven.longest_sequence_tokens} tokens")
     return "; ".join(out)
 
 

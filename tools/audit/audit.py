@@ -442,6 +442,9 @@ def _check_run_facts(run_dir: pathlib.Path, report: rpb.RunnerReport, logs_dir: 
     except Exception as err:  # a recipe nobody can re-derive is not verified
         result.findings.append(Finding("recipe", "report.recipe", detail=f"cannot recompute: {_scrub(err, logs_dir)}"))
     else:
+        too_long = recipe_lib.sequence_problem(recipe)
+        if too_long and report.pass_recordable:
+            result.findings.append(Finding("recipe", "report.recipe", detail=f"recordable, but {too_long}"))
         if recipe != report.recipe:
             result.findings.append(Finding("recipe", "report.recipe", detail=f"report {_one_line(report.recipe)}, "
                                            f"the step logs give {_one_line(recipe)}"))

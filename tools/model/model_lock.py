@@ -96,6 +96,7 @@ def validate(lock: model_lock_pb2.ModelLock, source: str = "model lock") -> None
         raise ModelLockError(f"{source}: no models; add at least one entry to `models`")
     names: set[str] = set()
     files: dict[str, str] = {}
+    digests: dict[str, str] = {}
     wheels: dict[str, tuple[str, str, str]] = {}
     releases: dict[tuple[str, str], str] = {}
     for i, m in enumerate(lock.models):
@@ -110,6 +111,9 @@ def validate(lock: model_lock_pb2.ModelLock, source: str = "model lock") -> None
                 raise ModelLockError(f"{where}: {field} is empty; state it (license: 'unstated in the package' if so)")
         if not m.files:
             raise ModelLockError(f"{where}: no files; list the model's GGUF files in split order")
+        if not 0 <= m.max_corpus_perplexity < float("inf"):
+            raise ModelLockError(f"{where}: max_corpus_perplexity {m.max_corpus_perplexity!r} must be finite and >= 0 "
+                                 "(0: no quality ceiling)")
         if len(m.files) == 1:
             if _SPLIT_RE.match(m.name):
                 raise ModelLockError(f"{where}: a single-file model's name must not look like a GGUF split name")
@@ -127,6 +131,9 @@ def validate(lock: model_lock_pb2.ModelLock, source: str = "model lock") -> None
             files[f.name] = m.name
             if not _HEX64_RE.match(f.sha256):
                 raise ModelLockError(f"{fwhere}: sha256 {f.sha256!r} is not 64 lowercase hex digits")
+            if digests.setdefault(f.sha256, m.name) != m.name:
+                raise ModelLockError(f"{fwhere}: sha256 {f.sha256} is also locked by model {digests[f.sha256]!r}; one "
+                                     "file is one model (its ceiling and name would be ambiguous)")
             if f.size <= 0:
                 raise ModelLockError(f"{fwhere}: size must be the file's size in bytes, > 0")
             if not f.pieces:

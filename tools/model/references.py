@@ -35,12 +35,18 @@ def unsupported(reader: gguf.GGUFReader) -> list[str]:
     return reference_forward.unsupported(reader, module.ARCHITECTURES, module.TENSOR_TYPES)
 
 
-def forward(path: pathlib.Path, tokens: np.ndarray | list[int]) -> np.ndarray:
-    """Float64 logits [n_tokens, n_vocab] of the model at `path` for `tokens` at positions 0..n-1."""
+def load(path: pathlib.Path) -> tuple[ModuleType, object]:
+    """(module, loaded model) for a model some reference implements; refused by name otherwise."""
     reader = gguf.GGUFReader(path, "r")
     module = module_for(reader)
     reasons = unsupported(reader)
     if module is None or reasons:
         raise UnsupportedModelError(f"{path}: no float64 reference implements {'; '.join(reasons)}")
     del reader
-    return module.forward(module.load_model(path), tokens)
+    return module, module.load_model(path)
+
+
+def forward(path: pathlib.Path, tokens: np.ndarray | list[int]) -> np.ndarray:
+    """Float64 logits [n_tokens, n_vocab] of the model at `path` for `tokens` at positions 0..n-1."""
+    module, model = load(path)
+    return module.forward(model, tokens)

@@ -30,10 +30,15 @@ _SPACE = "\u2581"
 
 class SpmTokenizer:
     def __init__(self, tokens: list[str], scores: list[float], bos_id: int | None, add_bos: bool,
-                 add_space_prefix: bool) -> None:
+                 add_space_prefix: bool, user_defined: list[int] | None = None) -> None:
         self.ids: dict[str, int] = {}
         for i, text in enumerate(tokens):
             self.ids.setdefault(text, i)
+        # User-defined tokens are split out of the text before anything else, longest (in UTF-8
+        # bytes) first, as llama.cpp's tokenizer_st_partition does with parse_special off (Gemma's
+        # vocabulary holds runs of spaces and newlines this way).
+        self.user_defined = sorted(((tokens[i], i) for i in (user_defined or []) if tokens[i]),
+                                   key=lambda t: (-len(t[0].encode("utf-8")), t[1]))
         self.scores = scores
         self.bos_id = bos_id
         self.add_bos = add_bos
@@ -54,8 +59,35 @@ class SpmTokenizer:
             out.append(self.bos_id)
         if not text:
             return out
-        if self.add_space_prefix:
-            text = " " + text
+        is_prev_special = True
+        for fragment in self._partition(text):
+            if isinstance(fragment, int):
+                out.append(fragment)
+                is_prev_special = True
+                continue
+            out += self._encode_raw((" " if self.add_space_prefix and is_prev_special else "") + fragment)
+            is_prev_special = False
+        return out
+
+    def _partition(self, text: str) -> list[str | int]:
+        fragments: list[str | int] = [text]
+        for special, token in self.user_defined:
+            split: list[str | int] = []
+            for fragment in fragments:
+                if isinstance(fragment, int) or special not in fragment:
+                    split.append(fragment)
+                    continue
+                parts = fragment.split(special)
+                for k, part in enumerate(parts):
+                    if k:
+                        split.append(token)
+                    if part:
+                        split.append(part)
+            fragments = split
+        return fragments
+
+    def _encode_raw(self, text: str) -> list[int]:
+        out: list[int] = []
         symbols = list(text.replace(" ", _SPACE))  # one symbol per Unicode character
         alive = [True] * len(symbols)
         nxt = list(range(1, len(symbols))) + [-1]
@@ -112,6 +144,8 @@ def from_gguf(path: pathlib.Path) -> SpmTokenizer:
     if not tokens or len(scores) != len(tokens):
         raise TokenizerError(f"{path}: no usable tokenizer.ggml.tokens/scores")
     bos = _value(reader, "tokenizer.ggml.bos_token_id", None)
+    types = list(_value(reader, "tokenizer.ggml.token_type", []))
+    user_defined = [i for i, t in enumerate(types) if int(t) == gguf.TokenType.USER_DEFINED]
     return SpmTokenizer(tokens, scores, None if bos is None else int(bos),
                         bool(_value(reader, "tokenizer.ggml.add_bos_token", True)),
-                        bool(_value(reader, "tokenizer.ggml.add_space_prefix", True)))
+                        bool(_value(reader, "tokenizer.ggml.add_space_prefix", True)), user_defined)

@@ -51,10 +51,10 @@ def _stream(prompt, times, tokens=None, content=" x"):
     return {"prompt": prompt, "sent": 0.0, "status": 200, "events": events, "end": "eof"}
 
 
-def _concurrency_logs(tmp_path, server_log: str, spans=None):
+def _concurrency_logs(tmp_path, server_log: str, spans=None, config: str = "quantized_types=\n# lanes-config tie_tolerance_nats=0.1"):
     """spans: per connection (first, last) arrival times of its 3 token events; default all overlapping."""
     from tools.runner.checks import concurrency as cc
-    (tmp_path / "concurrency.log").write_text("# lanes-config n_parallel=4\n# lanes-config tie_tolerance_nats=0.1\n")
+    (tmp_path / "concurrency.log").write_text(f"# lanes-config n_parallel=4\n# lanes-config {config}\n")
     same = {"tokens": [0, 1, 2], "tokens_predicted": 3, "content": " x x x",
             "completion_probabilities": [{"id": i, "top_logprobs": [{"id": i, "logprob": -0.1}]} for i in range(3)]}
     (tmp_path / cc.RESPONSES_FILE).write_text(json.dumps({"prompts": list(cc.PROMPTS), "sequential": [same] * 4}))
@@ -63,6 +63,20 @@ def _concurrency_logs(tmp_path, server_log: str, spans=None):
     (tmp_path / cc.CLIENT_FILE).write_text(json.dumps({"connections": conns}))
     (tmp_path / cc.SERVER_LOG).write_text(_read(server_log))
     return cc.evaluate(tmp_path)
+
+
+def test_the_tie_tolerance_follows_the_models_tensor_types(tmp_path):
+    from tools.runner.checks import concurrency as cc
+    assert cc.allowed_tie_tolerance((), 0.05) == 0.1 and cc.allowed_tie_tolerance(("Q4_K", "Q6_K"), 0.05) == 0.5
+    quantized = "quantized_types=Q4_K,Q6_K\n# lanes-config tie_tolerance_nats=0.5"
+    (tmp_path / "q").mkdir()
+    assert _concurrency_logs(tmp_path / "q", "llama_server_concurrency_cpu.log", config=quantized)[2] == []
+    for name, config, why in (
+            ("f32", "quantized_types=\n# lanes-config tie_tolerance_nats=0.5", "looser than the 0.1"),
+            ("unrecorded", "tie_tolerance_nats=0.1", "recorded no quantized_types")):
+        (tmp_path / name).mkdir()
+        problems = _concurrency_logs(tmp_path / name, "llama_server_concurrency_cpu.log", config=config)[2]
+        assert any(why in p for p in problems), problems
 
 
 def test_concurrency_server_log_shows_overlapping_slots(tmp_path):

@@ -58,7 +58,8 @@ def real() -> str:
 
 @pytest.fixture(scope="module")
 def real_result(real, model):
-    return oo.evaluate_log(real, model)
+    with log_blocks.judging_run_of("lanes-runner 0.3.0"):  # module-scoped: set up outside the autouse one
+        return oo.evaluate_log(real, model)
 
 
 def _node_block(text: str, name: str, op: str, occurrence: int = 0) -> tuple[int, int]:
@@ -126,6 +127,15 @@ def test_recompute_reads_only_the_log_and_the_model(tmp_path, real, model, real_
     counts, metrics = oo.recompute(tmp_path, model)
     assert counts == real_result[0]
     assert metrics == real_result[1]
+
+
+def test_a_current_run_counts_every_compute_op_of_the_printed_graph(real, model) -> None:
+    with log_blocks.judging_run_of("lanes-runner 0.5.0"):
+        counts, _, _, _ = oo.evaluate_log(real, model)
+        assert {k[3:-9] for k in counts if k.endswith(".in_graph")} == IN_GRAPH
+        assert not any("never evaluated" in p for p in oo.judge(counts, {}, {}))
+        counts["op.GELU.in_graph"] = 3  # an op of the graph the oracle never evaluated
+        assert any("never evaluated: GELU (3 node(s))" in p for p in oo.judge(counts, {}, {}))
 
 
 def test_recompute_rejects_another_model(tmp_path, real, model) -> None:

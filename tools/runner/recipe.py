@@ -10,13 +10,20 @@ names, e.g. `(log: concurrency.server.log)`):
 - n_gpu_layers: -1 when every offloading command logged `offloaded N/N layers` (full offload),
   the fewest layers offloaded otherwise, 0 on the CPU lane (nothing offloaded);
 - context_size, batch_size, ubatch_size, parallel_sequences: the largest `llama_context: n_ctx /
-  n_batch / n_ubatch / n_seq_max` the binaries logged, else the -c / -b / -ub / -np values.
+  n_batch / n_ubatch / n_seq_max` the binaries logged, else the -c / -b / -ub / -np values;
+- context_per_sequence: the llama-server's `n_ctx_seq` (the serving step's cells per slot), else the
+  largest n_ctx_seq logged;
+- longest_sequence_tokens: the most tokens one sequence held, from the runner's own files: a
+  corpus_parity chunk (its recorded context, every chunk full) and reference_parity's prompt tokens.
+  (Runs before runner 0.5.0 recorded neither.)
 """
 
 from __future__ import annotations
 
 import pathlib
 import re
+
+import numpy as np
 
 from proto import runner_report_pb2 as rpb
 from tools.runner import log_blocks
@@ -25,6 +32,9 @@ _FA_RESOLVED = re.compile(r"Flash Attention (enabled|disabled)")
 _FA_CONTEXT = re.compile(r"llama_context: flash_attn\s*=\s*(enabled|disabled)")
 _OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
 _CTX = {key: re.compile(rf"llama_context: {key}\s*=\s*(\d+)") for key in ("n_ctx", "n_batch", "n_ubatch", "n_seq_max")}
+_N_CTX_SEQ = re.compile(r"llama_context: n_ctx_seq\s*=\s*(\d+)")
+# Runs from this runner version record context_per_sequence and longest_sequence_tokens.
+SEQUENCE_FIELDS_SINCE = (0, 5, 0)
 _FLAGS = {"n_ctx": ("-c", "--ctx-size"), "n_batch": ("-b", "--batch-size"), "n_ubatch": ("-ub", "--ubatch-size"),
           "n_seq_max": ("-np", "--parallel")}
 
@@ -40,7 +50,7 @@ def lane_bin_dir(logs_dir: pathlib.Path) -> str | None:
 # Only checks that judge the lane's numbers prove a recipe element: parity against an independent
 # reference (reference_parity, op_oracle) and batched-vs-sequential equality (concurrency). A KV type
 # or mode that only graph_smoke, cancellation or speed ran is exercised, not proven: it stays out.
-PROVING_STEPS = ("reference_parity", "op_oracle", "concurrency")
+PROVING_STEPS = ("reference_parity", "op_oracle", "corpus_parity", "concurrency")
 
 
 def lane_commands(logs_dir: pathlib.Path, bin_dir: str | None,
@@ -69,7 +79,13 @@ def recipe_from_logs(logs_dir: pathlib.Path, accelerator: bool, bin_dir: str | N
     fa: set[str] = set()
     offload: list[int] = []
     sizes = {k: 0 for k in _CTX}
+    server_seq: list[int] = []
+    any_seq: list[int] = []
     for argv, text in lane_commands(logs_dir, bin_dir):
+        per_seq = [int(v) for v in _N_CTX_SEQ.findall(text)]
+        any_seq += per_seq
+        if pathlib.PurePath(argv[0]).name == "llama-server":
+            server_seq += per_seq
         kv.add(log_blocks.flag_value(argv, "-ctk", "--cache-type-k") or "f16")
         kv.add(log_blocks.flag_value(argv, "-ctv", "--cache-type-v") or "f16")
         resolved = _FA_RESOLVED.findall(text) or _FA_CONTEXT.findall(text)
@@ -91,6 +107,36 @@ def recipe_from_logs(logs_dir: pathlib.Path, accelerator: bool, bin_dir: str | N
         ngl = 0  # nothing offloaded is proven
     else:
         ngl = -1 if all(o == -1 for o in offload) else min(o for o in offload if o != -1)
-    return rpb.Recipe(kv_cache_types=sorted(kv), flash_attention=sorted(fa), n_gpu_layers=ngl,
-                      context_size=sizes["n_ctx"], batch_size=sizes["n_batch"], ubatch_size=sizes["n_ubatch"],
-                      parallel_sequences=sizes["n_seq_max"])
+    recipe = rpb.Recipe(kv_cache_types=sorted(kv), flash_attention=sorted(fa), n_gpu_layers=ngl,
+                        context_size=sizes["n_ctx"], batch_size=sizes["n_batch"], ubatch_size=sizes["n_ubatch"],
+                        parallel_sequences=sizes["n_seq_max"])
+    if not log_blocks.run_predates(SEQUENCE_FIELDS_SINCE):
+        recipe.context_per_sequence = max(server_seq or any_seq or [0])
+        recipe.longest_sequence_tokens = longest_sequence(logs_dir)
+    return recipe
+
+
+def longest_sequence(logs_dir: pathlib.Path) -> int:
+    """The most tokens one sequence held in corpus_parity or reference_parity (their kept files)."""
+    longest = 0
+    corpus = logs_dir / "corpus_parity.positions.npz"
+    if corpus.is_file():
+        context = int(log_blocks.step_config(logs_dir, "corpus_parity").get("context", "0") or 0)
+        with np.load(corpus, allow_pickle=False) as z:
+            if context > 0 and z["tokens"].size >= context and z["lane_nll"].size > 0:
+                longest = context
+    parity = logs_dir / "reference_parity.logits.npz"
+    if parity.is_file():
+        with np.load(parity, allow_pickle=False) as z:
+            if "lane" in z.files:
+                longest = max(longest, int(z["lane"].shape[0]))
+    return longest
+
+
+def sequence_problem(recipe: rpb.Recipe) -> str:
+    """Why the recipe claims more context per sequence than any proving step ran (empty: it does not)."""
+    if recipe.context_per_sequence > recipe.longest_sequence_tokens:
+        return (f"the recipe's context per sequence is {recipe.context_per_sequence} tokens but no proving step ran a "
+                f"sequence longer than {recipe.longest_sequence_tokens} (corpus_parity fills {recipe.context_per_sequence}"
+                "-token sequences when it runs)")
+    return ""

@@ -30,7 +30,7 @@ from tools.runner.lane_spec import LaneSpecError, load_lane
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
-RUNNER_VERSION = "lanes-runner 0.4.0"
+RUNNER_VERSION = "lanes-runner 0.5.0"
 
 EXIT_OK = 0
 EXIT_FAIL, EXIT_UNAVAILABLE = errors.EXIT_FAILURE, errors.EXIT_UNAVAILABLE
@@ -85,6 +85,9 @@ def _finish_report(report: rpb.RunnerReport, ctx: RunContext | None, config: Run
         # What the checks really ran, read back from the `$ ...` lines of the step logs.
         report.recipe.CopyFrom(recipe_lib.recipe_from_logs(ctx.logs_dir, ctx.lane.is_accelerator,
                                                            str(config.lane_dir / "bin")))
+        too_long = recipe_lib.sequence_problem(report.recipe)
+        if too_long:
+            non_recordable = [*non_recordable, too_long]
     report_lib.verdict(report, non_recordable)
 
 

@@ -12,6 +12,7 @@ from tools.runner.checks import (
     cancellation,
     cleanup,
     concurrency,
+    corpus_parity,
     cpu_variants,
     fixture_parity,
     graph_smoke,
@@ -33,6 +34,8 @@ REGISTRY: list[Check] = [
     # llama.cpp's own CTest suite over the lane's build (lanes whose spec asks for it).
     upstream_ctest.CHECK,
     reference_parity.CHECK,
+    # The model over a committed corpus: next-token distributions vs the reference, perplexity vs its ceiling.
+    corpus_parity.CHECK,
     graph_smoke.CHECK,
     concurrency.CHECK,
     cancellation.CHECK,

@@ -4,8 +4,10 @@ requests one after another (temperature 0, fixed seed).
 Batched and single-sequence decoding may use different kernels (on GPUs they do), so their logits
 differ by rounding. Greedy outputs are therefore compared token by token; a divergence passes only
 where the token the concurrent run took was, in the sequential run, a numerical near-tie with the
-top-1 (log-probability within --parity_max_abs_delta x 2). Cross-talk between
-slots, or any divergence at a decisive position, fails.
+top-1 (log-probability within --parity_max_abs_delta x 2 for an F32 model; for a model with
+quantized tensors, reference_parity's quantized tie margin, 0.5 nats: batched and single-row
+quantized matmuls round the activations differently, and leads of 0.12-0.17 nats were seen to flip on
+Gemma 3 270M Q4_K_M). Cross-talk between slots, or any divergence at a decisive position, fails.
 
 That the requests were decoded at the same time is shown twice, and neither word is taken alone:
 - by the client: the N requests are streamed (stream=true) and the client records, per connection,
@@ -30,6 +32,7 @@ import time
 
 from proto import runner_report_pb2 as rpb
 from tools.runner import log_blocks
+from tools.runner.checks import reference_parity
 from tools.runner.checks.base import Check
 from tools.runner.context import RunContext
 from tools.runner.legacy import concurrency_v02
@@ -156,6 +159,27 @@ def interleave(a: list[float], b: list[float]) -> bool:
     return any(b[0] < t < b[-1] for t in a) and any(a[0] < t < a[-1] for t in b)
 
 
+# Runs from this runner version record the model's quantized types, which set the tie tolerance.
+QUANTIZED_TYPES_SINCE = (0, 5, 0)
+
+
+def allowed_tie_tolerance(quantized_types: tuple[str, ...], parity_max_abs_delta: float) -> float:
+    if quantized_types:
+        return reference_parity.QUANTIZED_BOUNDS["tie_margin"]
+    return 2 * parity_max_abs_delta
+
+
+def _tie_tolerance_problems(conf: dict[str, str], tie_tolerance: float) -> list[str]:
+    if "quantized_types" not in conf:
+        return [] if log_blocks.run_predates(QUANTIZED_TYPES_SINCE) else ["the step recorded no quantized_types"]
+    types = tuple(t for t in conf["quantized_types"].split(",") if t)
+    allowed = allowed_tie_tolerance(types, reference_parity.Options.parity_max_abs_delta)
+    if not tie_tolerance <= allowed:
+        return [f"tie tolerance {tie_tolerance:g} nats is looser than the {allowed:g} a model with tensor types "
+                f"{conf['quantized_types'] or 'F32'} allows"]
+    return []
+
+
 def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], list[str]]:
     """Counts, metrics and problems, from the client file, the kept sequential responses, the server
     log and the step's configuration."""
@@ -167,7 +191,7 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
     data = json.loads((logs_dir / RESPONSES_FILE).read_text())
     prompts, sequential_out = data["prompts"], data["sequential"]
     client = json.loads((logs_dir / CLIENT_FILE).read_text())
-    problems: list[str] = []
+    problems: list[str] = _tie_tolerance_problems(conf, tie_tolerance)
     if "prompts" in conf and json.loads(conf["prompts"]) != prompts:  # runs that recorded their challenge
         problems.append("the kept responses are for other prompts than the run's challenge")
     concurrent_out, times = [], []
@@ -245,13 +269,18 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
 
 def run_concurrency(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     n_predict = max(ctx.config.n_predict, N_PREDICT)
-    tie_tolerance = 2 * ctx.config.parity_max_abs_delta
+    try:
+        quantized = reference_parity.quantized_types(ctx.config.model)
+    except (OSError, ValueError) as err:
+        return CR.FAIL, f"{ctx.config.model}: {err}"
+    tie_tolerance = allowed_tie_tolerance(quantized, ctx.config.parity_max_abs_delta)
     # The run's fresh prompts (runner.run draws them; a replay cannot know them); the fixed ones
     # only where a check is called without a run (unit tests).
     prompts = tuple(ctx.challenge.server_prompts) if ctx.challenge is not None else PROMPTS
     if len(prompts) != N_PARALLEL:
         return CR.FAIL, f"the challenge has {len(prompts)} server prompts; the check sends {N_PARALLEL}"
     step.config("n_parallel", f"{N_PARALLEL}")
+    step.config("quantized_types", ",".join(quantized))
     step.config("tie_tolerance_nats", f"{tie_tolerance!r}")
     step.config("prompts", json.dumps(list(prompts)))
     barrier = threading.Barrier(N_PARALLEL)

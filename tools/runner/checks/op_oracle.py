@@ -46,6 +46,7 @@ file lives elsewhere (its sha256 must match the logged one).
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
@@ -61,7 +62,7 @@ from tools.runner import exits, log_blocks
 from tools.runner.checks import op_oracle_local
 from tools.runner.checks.base import Check
 from tools.runner.checks.op_oracle_dump import read_dump, write_dump
-from tools.runner.checks.op_oracle_graph import PRINT_ROUNDING, TOLERANCES, NodeResult, evaluate_run
+from tools.runner.checks.op_oracle_graph import PRINT_ROUNDING, TOLERANCES, VIEW_OPS, NodeResult, evaluate_run
 from tools.runner.checks.op_oracle_log import EVAL_BIN, OracleLogError, parse_config, parse_runs
 
 CR = rpb.CheckResult
@@ -103,6 +104,8 @@ def step_config(logs_dir: pathlib.Path, text: str) -> dict[str, str]:
 # Runs made from this runner version on dump every node in full; older ones are judged on the
 # printed corners and sums they have.
 NODE_DUMP_SINCE = (0, 4, 0)
+# Runs from this runner version count each compute op of the whole printed graph (op.<OP>.in_graph).
+GRAPH_OPS_SINCE = (0, 5, 0)
 
 
 def dump_name(flash_attn: str) -> str:
@@ -175,10 +178,16 @@ def evaluate_log(text: str, model_path: pathlib.Path | None = None, config: dict
             else:
                 results.extend(evaluate_run(run, model, tolerances, dumped))
     metrics: dict[str, float] = {}
+    # The model's own graph as the lane printed it, every layer: each compute op in it must have
+    # nodes evaluated (the local oracle keeps three blocks; an op only elsewhere would go unseen).
+    in_graph = collections.Counter(n.op for run in runs for n in run.nodes if n.op not in VIEW_OPS)
+    for op, n in (in_graph.items() if not log_blocks.run_predates(GRAPH_OPS_SINCE) else ()):
+        counts[f"op.{op}.in_graph"] = n
     counts["nodes"] = len(results)
     for status in ("view", "pass", "fail", "unresolved"):
         counts[f"nodes_{status}"] = sum(r.status == status for r in results)
-    ops = list(dict.fromkeys(graph_ops + sorted({r.node.op for r in results if r.status != "view"})))
+    ops = list(dict.fromkeys(graph_ops + sorted({r.node.op for r in results if r.status != "view"})
+                             + sorted(k[3:-9] for k in counts if k.startswith("op.") and k.endswith(".in_graph"))))
     for op in ops:
         mine = [r for r in results if r.node.op == op and r.status in ("pass", "fail")]
         counts[f"op.{op}.evaluated"] = len(mine)  # all runs, after-FA nodes included
@@ -245,6 +254,11 @@ def judge(counts: dict[str, int], metrics: dict[str, float], config: dict[str, s
     for op in [o for o in config.get("required_ops", "").split(",") if o]:
         if counts.get(f"op.{op}.evaluated", 0) == 0 and not counts.get(f"op.{op}.absent_from_graph"):
             problems.append(f"{op}: no node evaluated")
+    unseen = sorted(k[3:-9] for k, v in counts.items() if k.startswith("op.") and k.endswith(".in_graph") and v
+                    and not counts.get(f"op.{k[3:-9]}.evaluated"))
+    if unseen:
+        problems.append("in the model's graph but never evaluated: " + ", ".join(
+            f"{op} ({counts[f'op.{op}.in_graph']} node(s))" for op in unseen))
     failed = sorted(k[3:-7] for k, v in counts.items() if k.startswith("op.") and k.endswith(".failed") and v)
     if failed:
         problems.append("failed: " + ", ".join(f"{op} ({counts[f'op.{op}.failed']} node(s))" for op in failed))
@@ -258,12 +272,12 @@ def table(counts: dict[str, int], metrics: dict[str, float]) -> str:
     ops = sorted(k[3:-10] for k in counts if k.startswith("op.") and k.endswith(".evaluated"))
     lines = [f"threshold per element: {PRINT_ROUNDING:g} (print) + tol_rms * rms(ref node) + tol_rel * |ref|; "
              "after_fa = nodes of the -fa on run downstream of FLASH_ATTN_EXT (held to its tolerance)",
-             f"{'op':16} {'req':>3} {'nodes':>5} {'fail':>4} {'elements':>8} {'max_abs_err':>11} "
+             f"{'op':16} {'req':>3} {'graph':>5} {'nodes':>5} {'fail':>4} {'elements':>8} {'max_abs_err':>11} "
              f"{'max_rel_err':>11} {'tol_rms':>8} {'tol_rel':>8} {'worst/tol':>9} {'after_fa':>8}"]
     for op in ops:
         g = lambda key: metrics.get(f"op.{op}.{key}", float("nan"))  # noqa: E731
         lines.append(f"{op:16} {'yes' if counts.get(f'op.{op}.required') else 'no':>3} "
-                     f"{counts[f'op.{op}.evaluated']:5d} {counts[f'op.{op}.failed']:4d} "
+                     f"{counts.get(f'op.{op}.in_graph', 0):5d} {counts[f'op.{op}.evaluated']:5d} {counts[f'op.{op}.failed']:4d} "
                      f"{counts[f'op.{op}.elements']:8d} {g('max_abs_err'):11.3g} {g('max_rel_err'):11.3g} "
                      f"{g('tol_rms'):8.2g} {g('tol_rel'):8.2g} {g('worst_tol_ratio'):9.3g} "
                      f"{counts.get(f'op.{op}.evaluated_after_fa', 0):8d}")

@@ -84,7 +84,8 @@ def server_context(tmp: pathlib.Path, mode: str = "cancel", load: str = ""):
 
     lane_dir = make_lane(tmp / "lane")
     install_fake_server(lane_dir, mode, load)
-    cfg = RunnerConfig(lane="cpu", lane_dir=lane_dir, evidence=None, spec=SPEC, model=tmp / "m.gguf",
+    # An F32 GGUF: the server checks read the model's tensor types (concurrency's tie tolerance).
+    cfg = RunnerConfig(lane="cpu", lane_dir=lane_dir, evidence=None, spec=SPEC, model=make_gguf(tmp / "m.gguf"),
                        out_dir=tmp, report=tmp / "r.pb", timeout_s=30)
     logs = tmp / "logs"
     logs.mkdir()
