@@ -65,8 +65,8 @@ def test_the_cpu_lane_passes_on_the_embedded_model(honest):
     status, message, ctx = honest
     assert status == cp.CR.PASS, message
     counts, metrics = cp.recompute(ctx.logs_dir)
-    assert counts["n_scored"] == cp.LANE_CHUNKS * (cp.CONTEXT - 1 - cp.CONTEXT // 2) >= cp.MIN_SCORED
-    assert counts["n_compared"] == cp.REFERENCE_CHUNKS * (cp.CONTEXT - 1 - cp.CONTEXT // 2)
+    assert counts["n_scored"] == cp.LANE_CHUNKS * cp.ROWS_PER_CHUNK >= cp.MIN_SCORED
+    assert counts["n_compared"] == cp.REFERENCE_CHUNKS * cp.ROWS_PER_CHUNK
     assert metrics["mean_kl"] < 1e-7 and abs(metrics["ppl_ratio"] - 1) < 1e-4, metrics
     assert cp.problems(ctx.logs_dir) == []
     print(f"embedded model: {message}")
@@ -88,13 +88,17 @@ nv = 2 * ((n_vocab + 1) // 2) + 4
 rows = 20 + 4 * n_chunk * n_ctx
 row_bytes = 2 * nv
 per_chunk = (n_ctx - 1 - n_ctx // 2) * row_bytes
-if {alteration!r} == "swap_chunks":  # chunk 0's rows replaced by chunk 1's: all well-formed
-    data[rows:rows + per_chunk] = data[rows + per_chunk:rows + 2 * per_chunk]
-else:  # one position's values moved by up to a tenth of the range: a wrong kernel on one token
-    q = array.array("H", bytes(data[rows + 8:rows + row_bytes]))
-    for i in range(len(q)):
-        q[i] = min(65535, q[i] + (i % 7) * 900)
-    data[rows + 8:rows + row_bytes] = q.tobytes()
+# Every chunk is altered: the runner draws the chunks it checks after the file is written.
+if {alteration!r} == "shift_chunks":  # each chunk's rows are the next chunk's: all well-formed
+    body = data[rows:]
+    data[rows:] = body[per_chunk:] + body[:per_chunk]
+else:  # one position per chunk moved by up to a tenth of the range: a wrong kernel on one token
+    for c in range(n_chunk):
+        at = rows + c * per_chunk + 5 * row_bytes
+        q = array.array("H", bytes(data[at + 8:at + row_bytes]))
+        for i in range(len(q)):
+            q[i] = min(65535, q[i] + (i % 7) * 900)
+        data[at + 8:at + row_bytes] = q.tobytes()
 open(path, "wb").write(bytes(data))
 """)
     wrapper = lane / "bin" / "llama-perplexity"
@@ -103,7 +107,7 @@ open(path, "wb").write(bytes(data))
     return lane
 
 
-@pytest.mark.parametrize("alteration", ["swap_chunks", "one_row"])
+@pytest.mark.parametrize("alteration", ["shift_chunks", "one_row_per_chunk"])
 def test_an_altered_logits_file_fails(tmp_path, alteration):
     lane = _altering_lane(tmp_path, alteration)
     status, message, ctx = _run(tmp_path / "run", _arg("model"), lane)
@@ -154,8 +158,16 @@ def test_a_logits_file_whose_header_or_size_lies_is_refused(tmp_path):
     cp.KldFile(good, 11, 2)
     with pytest.raises(cp.CorpusError, match="n_vocab=11"):
         cp.KldFile(good, 12, 2)
-    with pytest.raises(cp.CorpusError, match="1..1 chunks"):
+    with pytest.raises(cp.CorpusError, match="n_chunk=2"):
         cp.KldFile(good, 11, 1)
+    linked = tmp_path / "linked.kld"
+    os.link(good, linked)  # a second name for the file: another process could write it
+    with pytest.raises(cp.CorpusError, match="single link"):
+        cp.KldFile(good, 11, 2)
+    linked.unlink()
+    (tmp_path / "symlink.kld").symlink_to(good)
+    with pytest.raises(cp.CorpusError, match="cannot be opened as a plain file"):
+        cp.KldFile(tmp_path / "symlink.kld", 11, 2)
     short = tmp_path / "short.kld"
     short.write_bytes(good.read_bytes()[:-2])
     with pytest.raises(cp.CorpusError, match="bytes, but its header implies"):
@@ -164,10 +176,10 @@ def test_a_logits_file_whose_header_or_size_lies_is_refused(tmp_path):
     bad.write_bytes(b"_logitz_" + good.read_bytes()[8:])
     with pytest.raises(cp.CorpusError, match="not a llama-perplexity"):
         cp.KldFile(bad, 11, 2)
-    rows = np.zeros((2 * (cp.CONTEXT - 1 - cp.CONTEXT // 2), 2 * 6 + 4), "<u2")
+    rows = np.zeros((2 * cp.ROWS_PER_CHUNK, 2 * 6 + 4), "<u2")
     rows[:, :2] = np.frombuffer(np.array([np.inf], "<f4").tobytes(), "<u2")  # scale = +inf
     nan_scale = _kld(tmp_path / "inf.kld", 11, 2, rows)
-    with pytest.raises(cp.CorpusError, match="not a log-probability quantization"):
+    with pytest.raises(cp.CorpusError, match="not upstream's log-probability quantization"):
         list(cp.KldFile(nan_scale, 11, 2).rows())
 
 
@@ -203,6 +215,30 @@ def test_the_judge_fails_loosened_bounds_a_ceiling_and_few_positions(honest):
     assert any("positions compared" in p for p in cp.judge(counts | {"n_compared": 10}, metrics, config))
     assert any("ratio" in p for p in cp.judge(counts, metrics | {"ppl_ratio": 1.01}, config))
     assert any("tokens differ" in p for p in cp.judge(counts | {"tokens_match_vocabulary": 0}, metrics, config))
+
+
+@pytest.mark.parametrize("edit", ["other_chunk", "negative_kl", "expected_tokens", "short"])
+def test_an_edited_positions_file_fails_the_audit(honest, tmp_path, edit):
+    _, _, ctx = honest
+    logs = tmp_path / "logs"
+    shutil.copytree(ctx.logs_dir, logs)
+    with np.load(logs / cp.POSITIONS_FILE) as z:
+        arrays = {k: z[k].copy() for k in z.files}
+    compared = arrays["compared"]
+    if edit == "other_chunk":  # the comparison moved to chunks the runner did not draw
+        arrays["compared"] = np.roll(compared, cp.ROWS_PER_CHUNK)
+    elif edit == "negative_kl":
+        arrays["kl"][np.nonzero(compared)[0][0]] = -1.0
+    elif edit == "expected_tokens":
+        arrays["expected_tokens"][5] += 1
+        arrays["tokens"][5] += 1
+    else:
+        arrays = {k: (v[:-1] if v.shape == compared.shape else v) for k, v in arrays.items()}
+    with open(logs / cp.POSITIONS_FILE, "wb") as f:
+        np.savez_compressed(f, **arrays)
+    found = cp.problems(logs)
+    assert found, edit
+    print(f"{edit}: {found[0]}")
 
 
 def test_the_quality_ceiling_comes_from_the_lock(tmp_path):

@@ -281,14 +281,14 @@ def recipe_refusal(proven: runner_report_pb2.Recipe | None, asked: runner_report
             out.append(f"route states no {field}")
         elif a > p:
             out.append(f"{field} {a} > proven {p}")
-    # Records from runner 0.5.0 on say the longest sequence any proving step ran: a route's cells per
-    # sequence (its context over its parallel sequences) must not exceed it.
+    # Records from runner 0.5.0 on say the longest sequence a step verified: a route's cells per
+    # sequence must not exceed it. Unstated, one sequence may fill the whole context (a unified KV
+    # cache allows it). Older records state none; the fields above bound them as before.
     if proven.longest_sequence_tokens and asked.context_size:
-        per_sequence = -(-asked.context_size // max(1, asked.parallel_sequences))
+        per_sequence = asked.context_per_sequence or asked.context_size
         if per_sequence > proven.longest_sequence_tokens:
-            out.append(f"context per sequence {per_sequence} (context_size {asked.context_size} over "
-                       f"{max(1, asked.parallel_sequences)} sequence(s)) > the longest sequence proven, "
-                       f"{proven.longest_sequence_tokens} tokens")
+            out.append(f"context per sequence {per_sequence} > the longest sequence proven, "
+                       f"{proven.longest_sequence_tokens} tokens (state --context_per_sequence)")
     return "; ".join(out)
 
 

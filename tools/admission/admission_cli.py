@@ -3,7 +3,7 @@
   admission_cli --policy=policy.json --records_dir=records --node=node-a.json --node=node-b.json \\
                 --model_sha256=<hex> [--model_shard_sha256=<hex> ...] \\
                 [--kv_cache_type=f16] [--flash_attention=auto] [--n_gpu_layers=-1] \\
-                [--context_size=4096] [--batch_size=2048] [--ubatch_size=512] [--parallel=1] \\
+                [--context_size=4096] [--context_per_sequence=0] [--batch_size=2048] [--ubatch_size=512] [--parallel=1] \\
                 --out=decision.json
   admission_cli --policy=policy.json --records_dir=records --route=route.json --out=decision.json
   admission_cli --policy=policy.json --repository_url=https://mirror/lanes-records \
@@ -68,6 +68,8 @@ def define_flags(fv: flags.FlagValues | None = None) -> flags.FlagValues:
     flags.DEFINE_enum("flash_attention", "auto", ["on", "off", "auto"], "Flash attention (-fa); auto needs on and off proven.", flag_values=fv)
     flags.DEFINE_integer("n_gpu_layers", -1, "Layers offloaded (-ngl); -1 all, 0 none.", flag_values=fv)
     flags.DEFINE_integer("context_size", 4096, "Context size (-c).", lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("context_per_sequence", 0, "Cells per sequence (-c over -np without a unified KV cache); "
+                         "0: the whole context, which one sequence may fill.", lower_bound=0, flag_values=fv)
     flags.DEFINE_integer("batch_size", 2048, "Logical batch (-b).", lower_bound=1, flag_values=fv)
     flags.DEFINE_integer("ubatch_size", 512, "Physical batch (-ub).", lower_bound=1, flag_values=fv)
     flags.DEFINE_integer("parallel", 1, "Concurrent sequences / server slots (-np).", lower_bound=1, flag_values=fv)
@@ -89,7 +91,7 @@ def run(fv: flags.FlagValues, out=sys.stdout, err=sys.stderr) -> int:
         print("usage: give either --route or --node/--model_sha256, not both", file=err)
         return EXIT_UNUSABLE_INPUT
     recipe = admission_files.recipe_from_flags(fv.kv_cache_type, fv.flash_attention, fv.n_gpu_layers, fv.context_size,
-                               fv.batch_size, fv.ubatch_size, fv.parallel)
+                               fv.batch_size, fv.ubatch_size, fv.parallel, fv.context_per_sequence)
     try:
         if fv.repository_url:
             decision, route, view = admission_files.decide_from_repository(

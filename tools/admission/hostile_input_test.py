@@ -399,21 +399,21 @@ def test_recipe_outside_proven_refused(policy, key, change, ok):
     assert d.routable == ok and (ok or codes(d) == {"scope-recipe-mismatch"}), d.reasons
 
 
-@pytest.mark.parametrize("context_size, parallel, ok", [(1024, 4, True), (512, 2, True), (1024, 1, False), (1024, 3, False)])
-def test_a_route_longer_per_sequence_than_any_proven_sequence_is_refused(policy, key, context_size, parallel, ok):
+@pytest.mark.parametrize("context_size, per_sequence, ok", [(1024, 256, True), (512, 200, True), (1024, 0, False),
+                                                             (1024, 300, False), (256, 0, True)])
+def test_a_route_longer_per_sequence_than_any_proven_sequence_is_refused(policy, key, context_size, per_sequence, ok):
     def longest_256(rec):
         rec.recipe.context_size, rec.recipe.parallel_sequences = 1024, 4
-        rec.recipe.context_per_sequence = rec.recipe.longest_sequence_tokens = 256
+        rec.recipe.context_per_sequence, rec.recipe.longest_sequence_tokens = 256, 257
     report, rec = make_record(key, mutate=longest_256)
     env, node = records.sign_record(rec, key), sample_reports.node_for(report)
     recipe = runner_report_pb2.Recipe()
     recipe.CopyFrom(rec.recipe)
-    recipe.context_size, recipe.parallel_sequences = context_size, parallel
-    recipe.ClearField("context_per_sequence")
+    recipe.context_size, recipe.parallel_sequences, recipe.context_per_sequence = context_size, 4, per_sequence
     recipe.ClearField("longest_sequence_tokens")
     d = decide(policy, [env], [node], recipe=recipe)
     assert d.routable == ok, d.reasons
-    assert ok or "longest sequence proven, 256 tokens" in d.reasons[0], d.reasons
+    assert ok or "longest sequence proven, 257 tokens" in d.reasons[0], d.reasons
 
 
 def test_no_recipe_on_either_side_refused(policy, key):

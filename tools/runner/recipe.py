@@ -11,11 +11,11 @@ names, e.g. `(log: concurrency.server.log)`):
   the fewest layers offloaded otherwise, 0 on the CPU lane (nothing offloaded);
 - context_size, batch_size, ubatch_size, parallel_sequences: the largest `llama_context: n_ctx /
   n_batch / n_ubatch / n_seq_max` the binaries logged, else the -c / -b / -ub / -np values;
-- context_per_sequence: the llama-server's `n_ctx_seq` (the serving step's cells per slot), else the
-  largest n_ctx_seq logged;
-- longest_sequence_tokens: the most tokens one sequence held, from the runner's own files: a
-  corpus_parity chunk (its recorded context, every chunk full) and reference_parity's prompt tokens.
-  (Runs before runner 0.5.0 recorded neither.)
+- context_per_sequence: the serving step's cells per slot from the runner's own llama-server argv
+  (-c over -np; -c itself with a unified KV cache, where one sequence may fill it all);
+- longest_sequence_tokens: the most tokens of one sequence whose outputs a step that PASSED
+  verified, from the runner's own files: corpus_parity's chunks (positions up to context-2 are
+  scored: context-1 tokens) and reference_parity's prompt. (Runs before runner 0.5.0 recorded neither.)
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ _FA_RESOLVED = re.compile(r"Flash Attention (enabled|disabled)")
 _FA_CONTEXT = re.compile(r"llama_context: flash_attn\s*=\s*(enabled|disabled)")
 _OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
 _CTX = {key: re.compile(rf"llama_context: {key}\s*=\s*(\d+)") for key in ("n_ctx", "n_batch", "n_ubatch", "n_seq_max")}
-_N_CTX_SEQ = re.compile(r"llama_context: n_ctx_seq\s*=\s*(\d+)")
 # Runs from this runner version record context_per_sequence and longest_sequence_tokens.
 SEQUENCE_FIELDS_SINCE = (0, 5, 0)
 _FLAGS = {"n_ctx": ("-c", "--ctx-size"), "n_batch": ("-b", "--batch-size"), "n_ubatch": ("-ub", "--ubatch-size"),
@@ -80,12 +79,9 @@ def recipe_from_logs(logs_dir: pathlib.Path, accelerator: bool, bin_dir: str | N
     offload: list[int] = []
     sizes = {k: 0 for k in _CTX}
     server_seq: list[int] = []
-    any_seq: list[int] = []
     for argv, text in lane_commands(logs_dir, bin_dir):
-        per_seq = [int(v) for v in _N_CTX_SEQ.findall(text)]
-        any_seq += per_seq
         if pathlib.PurePath(argv[0]).name == "llama-server":
-            server_seq += per_seq
+            server_seq.append(_cells_per_slot(argv))
         kv.add(log_blocks.flag_value(argv, "-ctk", "--cache-type-k") or "f16")
         kv.add(log_blocks.flag_value(argv, "-ctv", "--cache-type-v") or "f16")
         resolved = _FA_RESOLVED.findall(text) or _FA_CONTEXT.findall(text)
@@ -111,22 +107,38 @@ def recipe_from_logs(logs_dir: pathlib.Path, accelerator: bool, bin_dir: str | N
                         context_size=sizes["n_ctx"], batch_size=sizes["n_batch"], ubatch_size=sizes["n_ubatch"],
                         parallel_sequences=sizes["n_seq_max"])
     if not log_blocks.run_predates(SEQUENCE_FIELDS_SINCE):
-        recipe.context_per_sequence = max(server_seq or any_seq or [0])
+        recipe.context_per_sequence = max(server_seq or [0])
         recipe.longest_sequence_tokens = longest_sequence(logs_dir)
     return recipe
 
 
+def _cells_per_slot(argv: list[str]) -> int:
+    """-c over -np as the runner started llama-server (-c alone with a unified KV cache); 0 when
+    either is missing or not a number (then nothing is claimed)."""
+    ctx, slots = log_blocks.flag_value(argv, "-c", "--ctx-size"), log_blocks.flag_value(argv, "-np", "--parallel")
+    if not (ctx and ctx.isdigit() and slots and slots.isdigit() and int(slots) > 0):
+        return 0
+    unified = any(a in ("-kvu", "--kv-unified") for a in argv)
+    return int(ctx) if unified else -(-int(ctx) // int(slots))
+
+
+def _passed(logs_dir: pathlib.Path, step: str) -> bool:
+    path = logs_dir / f"{step}.exit"
+    return path.is_file() and path.read_text(errors="replace").split()[1:2] == ["PASS"]
+
+
 def longest_sequence(logs_dir: pathlib.Path) -> int:
-    """The most tokens one sequence held in corpus_parity or reference_parity (their kept files)."""
+    """The most tokens of one sequence whose outputs corpus_parity or reference_parity verified
+    (steps that passed, from their kept files)."""
     longest = 0
     corpus = logs_dir / "corpus_parity.positions.npz"
-    if corpus.is_file():
+    if corpus.is_file() and _passed(logs_dir, "corpus_parity"):
         context = int(log_blocks.step_config(logs_dir, "corpus_parity").get("context", "0") or 0)
         with np.load(corpus, allow_pickle=False) as z:
-            if context > 0 and z["tokens"].size >= context and z["lane_nll"].size > 0:
-                longest = context
+            if context > 1 and z["tokens"].size >= context and z["lane_nll"].size > 0:
+                longest = context - 1  # the last position's output is never scored
     parity = logs_dir / "reference_parity.logits.npz"
-    if parity.is_file():
+    if parity.is_file() and _passed(logs_dir, "reference_parity"):
         with np.load(parity, allow_pickle=False) as z:
             if "lane" in z.files:
                 longest = max(longest, int(z["lane"].shape[0]))
@@ -137,6 +149,6 @@ def sequence_problem(recipe: rpb.Recipe) -> str:
     """Why the recipe claims more context per sequence than any proving step ran (empty: it does not)."""
     if recipe.context_per_sequence > recipe.longest_sequence_tokens:
         return (f"the recipe's context per sequence is {recipe.context_per_sequence} tokens but no proving step ran a "
-                f"sequence longer than {recipe.longest_sequence_tokens} (corpus_parity fills {recipe.context_per_sequence}"
-                "-token sequences when it runs)")
+                f"sequence longer than {recipe.longest_sequence_tokens} tokens (corpus_parity verifies 257-token "
+                "sequences when it passes)")
     return ""

@@ -57,5 +57,16 @@ def test_cpu_lane_offloads_nothing(tmp_path):
     assert r.n_gpu_layers == 0 and list(r.flash_attention) == ["off"] and r.context_size == 256
 
 
+def test_cells_per_slot_come_from_the_runners_argv_and_a_longer_claim_is_refused():
+    from proto import runner_report_pb2 as rpb
+    from tools.runner import recipe as recipe_lib
+    assert recipe_lib._cells_per_slot(["llama-server", "-np", "4", "-c", "1024"]) == 256
+    assert recipe_lib._cells_per_slot(["llama-server", "-np", "4", "-c", "1024", "--kv-unified"]) == 1024
+    assert recipe_lib._cells_per_slot(["llama-server", "-c", "1024"]) == 0
+    assert recipe_lib.sequence_problem(rpb.Recipe(context_per_sequence=256, longest_sequence_tokens=257)) == ""
+    assert "no proving step ran a sequence longer than 30" in recipe_lib.sequence_problem(
+        rpb.Recipe(context_per_sequence=256, longest_sequence_tokens=30))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -9,8 +9,9 @@ runner reads that file itself, bounded and size-checked (nothing the tool prints
 compares each position with the reference:
 
 - CPU lane: the float64 NumPy reference of the model's architecture (tools/model/references.py) over
-  the first REFERENCE_CHUNKS chunks (the reference costs ~1 min per 256 tokens of a 300M model on
-  2 cores, so it sees fewer tokens than the lane's perplexity; the count is a figure).
+  REFERENCE_CHUNKS chunks drawn with the OS's CSPRNG after the lane has written its file (the
+  reference costs ~1 min per 256 tokens of a 300M model on 2 cores, so it sees fewer tokens than
+  the lane's perplexity; a lane cannot know which of its chunks will be checked).
 - Accelerator lanes: the CPU lane's llama-perplexity over the same chunks, with the same recipe.
 
 Per position the runner keeps the figures that make every reported number (next token, the lane's
@@ -24,8 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import pathlib
+import secrets
+import stat
 import struct
+import tempfile
 from collections.abc import Iterator
 
 import numpy as np
@@ -48,14 +53,20 @@ CORPUS = pathlib.Path(__file__).resolve().parents[3] / "third_party" / "corpus" 
 # English, ~11-13k tokens in the locked models' vocabularies.
 CORPUS_SHA256 = "66238ec94d15c6b607603ebcde62cfb5c89bc83d3a2c175990e386c80081dc19"
 MAX_CORPUS_BYTES = 1 << 20
-CONTEXT = 256
-# 32 chunks of 256 tokens: 8,192 tokens evaluated, 4,064 scored (upstream scores each chunk's second half).
+# 258 tokens a chunk: upstream scores positions n_ctx/2 .. n_ctx-2, so the last verified output is
+# at position 256: sequences of 257 tokens, past the 256 cells per slot of the serving recipe.
+CONTEXT = 258
+# 32 chunks: 8,256 tokens evaluated, 4,096 scored.
 LANE_CHUNKS = 32
 REFERENCE_CHUNKS = 2
 MIN_SCORED = 4000
+ROWS_PER_CHUNK = CONTEXT - 1 - CONTEXT // 2
 KLD_MAGIC = b"_logits_"
 # Upstream's quantization of a row: log-probabilities within 16 nats of the top, 65535 steps.
 KLD_RANGE_NATS = 16.0
+_MAX_SCALE = KLD_RANGE_NATS / 65535.0 * (1 + 1e-5)
+# A KL or NLL an exact computation cannot produce (float rounding aside).
+_NEGATIVE_SLACK = -1e-9
 
 # Bounds per kind of comparison. "exact": an F32 model on the CPU lane (F32 KV, no flash attention)
 # vs float64; "f16": an F32 model on an accelerator vs the CPU lane (F16 KV cache, flash attention
@@ -114,49 +125,72 @@ def perplexity_command(ctx: RunContext, bin_path: pathlib.Path, out: pathlib.Pat
 class KldFile:
     """A --kl-divergence-base file, read with every size checked against the file's length:
     b"_logits_", i32 n_ctx, i32 n_vocab, i32 n_chunk, i32 tokens[n_chunk*n_ctx], then per chunk
-    n_ctx-1-n_ctx/2 rows of nv = 2*((n_vocab+1)/2)+4 uint16 (f32 scale, f32 min log-prob, values)."""
+    n_ctx-1-n_ctx/2 rows of nv = 2*((n_vocab+1)/2)+4 uint16 (f32 scale, f32 min log-prob, values).
 
-    def __init__(self, path: pathlib.Path, n_vocab: int, max_chunks: int) -> None:
+    The file is opened once, without following a symlink, and must be a regular file with one
+    link: every later read (header, digest, rows) is from that descriptor, so a lane that leaves a
+    link to it where another process will write cannot change what is read."""
+
+    def __init__(self, path: pathlib.Path, n_vocab: int, n_chunk: int) -> None:
         self.path = pathlib.Path(path)
-        size = self.path.stat().st_size
-        with open(self.path, "rb") as f:
-            head = f.read(20)
-        if len(head) < 20 or head[:8] != KLD_MAGIC:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as err:
+            raise CorpusError(f"{path}: cannot be opened as a plain file ({err.strerror})") from None
+        self.file = os.fdopen(fd, "rb")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            self.file.close()
+            raise CorpusError(f"{path}: not a regular file with a single link (links: {st.st_nlink})")
+        head = self._read_at(0, 20)
+        if head[:8] != KLD_MAGIC:
+            self.file.close()
             raise CorpusError(f"{path}: not a llama-perplexity --kl-divergence-base file")
         self.n_ctx, self.n_vocab, self.n_chunk = struct.unpack_from("<iii", head, 8)
-        if self.n_ctx != CONTEXT or self.n_vocab != n_vocab or not 1 <= self.n_chunk <= max_chunks:
+        if self.n_ctx != CONTEXT or self.n_vocab != n_vocab or self.n_chunk != n_chunk:
+            self.file.close()
             raise CorpusError(f"{path}: n_ctx={self.n_ctx} n_vocab={self.n_vocab} n_chunk={self.n_chunk}; "
-                              f"the run asked for n_ctx={CONTEXT}, the model's {n_vocab} tokens, 1..{max_chunks} chunks")
+                              f"the run asked for n_ctx={CONTEXT}, the model's {n_vocab} tokens, {n_chunk} chunks")
         self.first = self.n_ctx // 2
         self.rows_per_chunk = self.n_ctx - 1 - self.first
         self.nv = 2 * ((self.n_vocab + 1) // 2) + 4
-        self.tokens_offset = 20
         self.rows_offset = 20 + 4 * self.n_chunk * self.n_ctx
         expected = self.rows_offset + 2 * self.nv * self.rows_per_chunk * self.n_chunk
-        if size != expected:
-            raise CorpusError(f"{path}: {size} bytes, but its header implies {expected}")
+        if st.st_size != expected:
+            self.file.close()
+            raise CorpusError(f"{path}: {st.st_size} bytes, but its header implies {expected}")
+
+    def _read_at(self, offset: int, size: int) -> bytes:
+        self.file.seek(offset)
+        data = self.file.read(size)
+        if len(data) != size:
+            raise CorpusError(f"{self.path}: {len(data)} of {size} bytes at offset {offset}: the file changed")
+        return data
+
+    def close(self) -> None:
+        self.file.close()
 
     def tokens(self) -> np.ndarray:
-        return np.fromfile(self.path, dtype="<i4", count=self.n_chunk * self.n_ctx,
-                           offset=self.tokens_offset).astype(np.int64)
+        data = self._read_at(20, 4 * self.n_chunk * self.n_ctx)
+        return np.frombuffer(data, dtype="<i4").astype(np.int64)
 
     def rows(self) -> Iterator[np.ndarray]:
         """Each scored position's normalized log-probabilities (float64 [n_vocab]), in file order."""
-        with open(self.path, "rb") as f:
-            f.seek(self.rows_offset)
-            for _ in range(self.n_chunk * self.rows_per_chunk):
-                raw = np.frombuffer(f.read(2 * self.nv), dtype="<u2")
-                scale, min_log_prob = (float(x) for x in raw[:4].view("<f4"))
-                if not (math.isfinite(scale) and math.isfinite(min_log_prob) and 0 <= scale <= 1.0):
-                    raise CorpusError(f"{self.path}: a row's scale {scale!r} / minimum {min_log_prob!r} is not a "
-                                      "log-probability quantization")
-                yield _normalized(min_log_prob + scale * raw[4:4 + self.n_vocab].astype(np.float64))
+        size = 2 * self.nv
+        for i in range(self.n_chunk * self.rows_per_chunk):
+            raw = np.frombuffer(self._read_at(self.rows_offset + i * size, size), dtype="<u2")
+            scale, min_log_prob = (float(x) for x in raw[:4].view("<f4"))
+            # Upstream writes scale = (top - low) / 65535 with low >= top - 16, and a log-probability <= 0.
+            if not (0 <= scale <= _MAX_SCALE and -1e30 < min_log_prob <= 0):
+                raise CorpusError(f"{self.path}: row {i}: scale {scale!r} / minimum {min_log_prob!r} is not upstream's "
+                                  "log-probability quantization")
+            yield _normalized(min_log_prob + scale * raw[4:4 + self.n_vocab].astype(np.float64))
 
     def sha256(self) -> str:
         h = hashlib.sha256()
-        with open(self.path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+        self.file.seek(0)
+        for block in iter(lambda: self.file.read(1 << 20), b""):
+            h.update(block)
         return h.hexdigest()
 
 
@@ -208,6 +242,34 @@ def position_figures(lane_rows: Iterator[np.ndarray], reference_rows: Iterator[n
     return out
 
 
+def reference_rows(chunks: list[int]) -> np.ndarray:
+    """The scored positions (row indices) of the given chunks."""
+    return np.array([c * ROWS_PER_CHUNK + r for c in sorted(chunks) for r in range(ROWS_PER_CHUNK)], np.int64)
+
+
+def shape_problems(z: dict[str, np.ndarray], chunks: list[int] | None) -> list[str]:
+    """What no honest run writes: arrays of different lengths, positions not the corpus's, a
+    comparison outside the drawn chunks, a KL or NLL below zero, a top-1 outside the vocabulary."""
+    n = z["lane_nll"].size
+    out = []
+    if any(np.asarray(z[k]).shape != (n,) for k in POSITION_ARRAYS):
+        return [f"{POSITIONS_FILE}: per-position arrays of different shapes"]
+    if z["tokens"].size and n != z["tokens"].size // CONTEXT * ROWS_PER_CHUNK:
+        out.append(f"{POSITIONS_FILE}: {n} positions for {z['tokens'].size} tokens in chunks of {CONTEXT}")
+    if chunks is not None:
+        want = reference_rows(chunks)
+        got = np.nonzero(np.asarray(z["compared"], bool))[0]
+        if not np.array_equal(got, want[want < n]) or (n and want.max(initial=0) >= n):
+            out.append(f"the compared positions are not those of the drawn chunks {sorted(chunks)}")
+    compared = np.asarray(z["compared"], bool)
+    for key, values in (("lane_nll", z["lane_nll"]), ("reference_nll", z["reference_nll"][compared]),
+                        ("kl", z["kl"][compared]), ("reference_margin", z["reference_margin"][compared])):
+        values = np.asarray(values, np.float64)
+        if (values[np.isfinite(values)] < _NEGATIVE_SLACK).any():
+            out.append(f"{POSITIONS_FILE}: negative {key}")
+    return out
+
+
 def figures(z: dict[str, np.ndarray], tie_margin: float) -> tuple[dict[str, int], dict[str, float]]:
     lane_nll = np.asarray(z["lane_nll"], np.float64)
     compared = np.asarray(z["compared"], bool)
@@ -252,13 +314,32 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
         raise ValueError(f"{POSITIONS_FILE} lacks {', '.join(missing)}")
     counts, metrics = figures(z, tol.get("tie_margin", math.nan))
     lane, want = z["tokens"], z["expected_tokens"]
+    # The corpus's tokens in the model's vocabulary, as the runner computed them (digest in the config).
+    counts["expected_tokens_recorded"] = int(config.get("expected_tokens_sha256") == _token_digest(want))
     counts["tokens_match_vocabulary"] = int(lane.size > 0 and lane.size <= want.size
                                             and bool(np.array_equal(lane, want[:lane.size])))
     counts["next_tokens_match"] = int(bool(np.array_equal(z["next_token"], _next_tokens(lane))))
+    chunks = _drawn_chunks(config)
+    counts["well_formed"] = int(not shape_problems(z, chunks))
+    counts["quality_ceiling"] = int("max_perplexity" in config)
     metrics |= tol
     if "max_perplexity" in config:
         metrics["max_perplexity"] = float(config["max_perplexity"])
     return counts, metrics
+
+
+def _token_digest(tokens: np.ndarray) -> str:
+    return hashlib.sha256(np.asarray(tokens, "<i4").tobytes()).hexdigest()
+
+
+def _drawn_chunks(config: dict[str, str]) -> list[int] | None:
+    """The chunks the runner drew for the float64 comparison (None: every chunk, an accelerator's)."""
+    if config.get("reference") == "cpu_lane":
+        return None
+    try:
+        return [int(c) for c in config.get("reference_chunks", "").split(",") if c]
+    except ValueError:
+        return []
 
 
 def _next_tokens(tokens: np.ndarray) -> np.ndarray:
@@ -299,16 +380,24 @@ def loosened(config: dict[str, str]) -> list[str]:
 def judge(counts: dict[str, int], metrics: dict[str, float], config: dict[str, str]) -> list[str]:
     out = loosened(config)
     tol = _tolerances(config)
+    if not counts.get("expected_tokens_recorded"):
+        out.append("the kept vocabulary tokens of the corpus are not those the runner recorded (expected_tokens_sha256)")
     if not counts.get("tokens_match_vocabulary"):
         out.append("the lane's corpus tokens differ from the model vocabulary's (tokenized independently of the lane)")
     if not counts.get("next_tokens_match"):
         out.append("the positions' next tokens are not the corpus tokens")
+    if not counts.get("well_formed"):
+        out.append(f"{POSITIONS_FILE} is not what a run writes (shapes, compared positions or signs)")
+    chunks = _drawn_chunks(config)
+    if chunks is not None and (len(set(chunks)) != REFERENCE_CHUNKS or not all(0 <= c < LANE_CHUNKS for c in chunks)):
+        out.append(f"reference_chunks {config.get('reference_chunks')!r}: need {REFERENCE_CHUNKS} distinct chunks "
+                   f"of 0..{LANE_CHUNKS - 1}")
     if counts.get("nonfinite"):
         out.append(f"{counts['nonfinite']} non-finite figure(s)")
         return out
     if counts.get("n_scored", 0) < MIN_SCORED:
         out.append(f"only {counts.get('n_scored', 0)} corpus positions scored; need {MIN_SCORED}")
-    min_compared = REFERENCE_CHUNKS * (CONTEXT - 1 - CONTEXT // 2)
+    min_compared = REFERENCE_CHUNKS * ROWS_PER_CHUNK
     if config.get("reference") == "cpu_lane":
         min_compared = counts.get("n_scored", 0)
     if counts.get("n_compared", 0) < max(1, min_compared):
@@ -378,23 +467,27 @@ def _run_kld(step: Step, ctx: RunContext, argv: list[str], out: pathlib.Path, n_
     return KldFile(out, n_vocab, LANE_CHUNKS)
 
 
-def _float64_rows(model: pathlib.Path, tokens: np.ndarray, bos: int | None, n_chunks: int, n_rows: int
+def _fresh_dir(ctx: RunContext, name: str) -> pathlib.Path:
+    """A directory made now, under the run's scratch: nothing a process that ran before can have
+    prepared there (a link where the next tool writes)."""
+    return pathlib.Path(tempfile.mkdtemp(prefix=f"{name}-", dir=ctx.scratch_dir))
+
+
+def _float64_rows(model: pathlib.Path, tokens: np.ndarray, bos: int | None, chunks: list[int], n_chunk: int
                   ) -> Iterator[np.ndarray | None]:
     module, loaded = references.load(model)
     first = CONTEXT // 2
-    produced = 0
-    for c in range(n_chunks):
+    for c in range(n_chunk):
+        if c not in chunks:
+            yield from (None for _ in range(ROWS_PER_CHUNK))
+            continue
         chunk = np.array(tokens[c * CONTEXT:(c + 1) * CONTEXT])
         if bos is not None:
             chunk[0] = bos  # as llama-perplexity: each chunk starts with BOS where the vocabulary adds one
         logits = module.forward(loaded, chunk)[first:CONTEXT - 1]
         for row in logits:
-            produced += 1
             yield as_stored(row)
         del logits
-    del loaded
-    for _ in range(n_rows - produced):
-        yield None
 
 
 def run_corpus_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
@@ -414,6 +507,7 @@ def run_corpus_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | No
     kind = bounds_kind(quantized, accel)
     step.config("corpus", CORPUS.name)
     step.config("corpus_sha256", sha)
+    step.config("expected_tokens_sha256", _token_digest(expected))
     step.config("quantized_types", ",".join(quantized))
     step.config("reference", "cpu_lane" if accel else "float64")
     step.config("bounds", kind)
@@ -425,32 +519,41 @@ def run_corpus_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | No
         step.config("max_perplexity", f"{ceiling!r}")
     step.log(f"corpus {CORPUS.name} sha256 {sha}: {len(expected)} tokens in the model's vocabulary; quality ceiling "
              + (f"{ceiling:g} (model lock)" if ceiling is not None else "none (the model is not in the model lock)"))
-    lane_out = ctx.scratch_dir / "lane.kld"
+    if accel and cfg.cpu_lane_dir is None:
+        return CR.FAIL, "an accelerator's corpus parity is against the certified CPU lane: pass --cpu_lane_dir"
+    lane_out = _fresh_dir(ctx, "lane") / "lane.kld"
+    opened: list[KldFile] = []
     try:
         lane = _run_kld(step, ctx, perplexity_command(ctx, ctx.bin("llama-perplexity"), lane_out, accel, not accel),
                         lane_out, n_vocab)
+        opened.append(lane)
         step.config("lane_logits_sha256", lane.sha256())
         tokens = lane.tokens()
-        n_rows = lane.n_chunk * lane.rows_per_chunk
         if not (len(expected) >= len(tokens) and np.array_equal(tokens, expected[:len(tokens)])):
             return _finish(ctx, step, tokens, expected, None)
         next_tokens = _next_tokens(tokens)
         if accel:
-            ref_out = ctx.scratch_dir / "cpu_lane.kld"
+            ref_out = _fresh_dir(ctx, "cpu-lane") / "cpu_lane.kld"
             ref = _run_kld(step, ctx, perplexity_command(ctx, ctx.bin("llama-perplexity", cfg.cpu_lane_dir), ref_out,
                                                          False, False), ref_out, n_vocab)
+            opened.append(ref)
             step.config("reference_logits_sha256", ref.sha256())
             if not np.array_equal(ref.tokens(), tokens):
                 return CR.FAIL, "the lane and the CPU lane tokenized the corpus differently"
             ref_rows: Iterator[np.ndarray | None] = ref.rows()
         else:
             bos = tokenizer.bos_id if tokenizer.add_bos else None
-            chunks = min(REFERENCE_CHUNKS, lane.n_chunk)
-            step.log(f"reference: NumPy float64 forward over the first {chunks} chunks of {CONTEXT} tokens")
-            ref_rows = _float64_rows(cfg.model, tokens, bos, chunks, n_rows)
+            # Drawn now, after the lane has written its file: it cannot know which chunks are checked.
+            chunks = sorted(secrets.SystemRandom().sample(range(lane.n_chunk), REFERENCE_CHUNKS))
+            step.config("reference_chunks", ",".join(str(c) for c in chunks))
+            step.log(f"reference: NumPy float64 forward over chunks {chunks} (drawn with the OS's CSPRNG) of {CONTEXT} tokens")
+            ref_rows = _float64_rows(cfg.model, tokens, bos, chunks, lane.n_chunk)
         positions = position_figures(lane.rows(), ref_rows, next_tokens)
     except (RuntimeError, CorpusError, ValueError, KeyError) as err:
         return CR.FAIL, f"{type(err).__name__}: {err}"
+    finally:
+        for f in opened:
+            f.close()
     return _finish(ctx, step, tokens, expected, positions)
 
 
@@ -471,7 +574,8 @@ def _finish(ctx: RunContext, step: Step, tokens: np.ndarray, expected: np.ndarra
     if found:
         return CR.FAIL, "; ".join(found)
     return CR.PASS, (f"{counts['n_scored']} corpus positions, perplexity {metrics['perplexity']:.4g}"
-                     + (f" (ceiling {metrics['max_perplexity']:g})" if "max_perplexity" in metrics else "")
+                     + (f" (ceiling {metrics['max_perplexity']:g})" if "max_perplexity" in metrics
+                        else " (no quality ceiling: the model is not in the model lock)")
                      + f"; vs the reference on {counts['n_compared']}: mean KL {metrics['mean_kl']:.3g}, "
                      f"p99 KL {metrics['p99_kl']:.3g}, top-1 {metrics['top1_agreement']:.4f} "
                      f"(decisive {metrics.get('top1_agreement_decisive', math.nan):.4f}), "
