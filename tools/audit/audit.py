@@ -287,8 +287,10 @@ APPLIES: dict[str, Callable[[lane_spec.Lane], bool]] = {
 
 def required_checks(lane: lane_spec.Lane, policy_required: list[str]) -> dict[str, str]:
     """check -> why it is required of this lane: the lane spec (the registry, less the checks that do
-    not apply to it) and the policy's required_checks for the lane."""
-    why = {n: f"the lane spec ({lane.lane_id})" for n in checks.names() if APPLIES.get(n, lambda _: True)(lane)}
+    not apply to it, and those added after the runner that made the run being judged) and the
+    policy's required_checks for the lane."""
+    why = {c.name: f"the lane spec ({lane.lane_id})" for c in checks.REGISTRY
+           if APPLIES.get(c.name, lambda _: True)(lane) and not (c.since and log_blocks.run_predates(c.since))}
     for n in policy_required:
         why.setdefault(n, f"the policy's required checks for {lane.lane_id}")
     return why

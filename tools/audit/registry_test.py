@@ -113,6 +113,22 @@ def test_synthetic_check_whose_figures_differ_from_recompute_fails(monkeypatch, 
     assert any(f.kind == "verdict" and f.where == "synthetic" for f in audited.findings), audited.summary()
 
 
+def test_a_check_is_required_only_of_runs_made_after_it_was_added():
+    from tools.runner import lane_spec, log_blocks
+    lane = lane_spec.Lane("linux-x86_64-cpu", "cpu", "linux", "x86_64", "cpu", "host-cc", (), (), ())
+    added = [c for c in checks.REGISTRY if c.since]
+    assert added, "no check records the runner version that added it"
+    for c in added:
+        older = "lanes-runner " + ".".join(str(v) for v in (*c.since[:-1], c.since[-1] - 1)) if c.since[-1] else \
+            "lanes-runner 0.0.1"
+        with log_blocks.judging_run_of(older):
+            assert c.name not in audit.required_checks(lane, [])
+        with log_blocks.judging_run_of("lanes-runner " + ".".join(map(str, c.since))):
+            assert c.name in audit.required_checks(lane, [])
+        with log_blocks.judging_run_of(older):  # the policy may still require it of any run
+            assert c.name in audit.required_checks(lane, [c.name])
+
+
 def test_the_registry_is_the_only_list():
     assert config.CHECKS == checks.names()
     assert len(set(checks.names())) == len(checks.names())

@@ -41,8 +41,10 @@ def _cell(text: str) -> str:
 def describe_recipe(recipe: runner_report_pb2.Recipe) -> str:
     offload = {-1: "all layers", 0: "none"}.get(recipe.n_gpu_layers, f"{recipe.n_gpu_layers} layers")
     return (f"KV {','.join(recipe.kv_cache_types) or '-'}; flash attention {','.join(recipe.flash_attention) or '-'}; "
-            f"offload {offload}; ctx {recipe.context_size}; batch {recipe.batch_size}/{recipe.ubatch_size}; "
-            f"parallel {recipe.parallel_sequences}")
+            f"offload {offload}; ctx {recipe.context_size}"
+            + (f" ({recipe.context_per_sequence}/sequence, {recipe.longest_sequence_tokens}-token sequences verified)"
+               if recipe.longest_sequence_tokens else "")
+            + f"; batch {recipe.batch_size}/{recipe.ubatch_size}; parallel {recipe.parallel_sequences}")
 
 
 def _probe_route(record: certification_pb2.CertificationRecord) -> object:

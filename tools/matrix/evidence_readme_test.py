@@ -65,15 +65,15 @@ def test_a_removed_record_makes_the_committed_readme_stale(committed, tmp_path):
     page = evidence_readme.render(copy)
     assert page != evidence_readme.render(committed)
     assert len(_rows(page)) == len(_rows(evidence_readme.render(committed))) - 1
-    assert "amd-epyc-zen4" not in page
+    assert "runs/linux-x86_64-cpu.cpu-authenticamd-amd-epyc-zen4/" not in page
 
 
 def test_a_distrusted_key_leaves_its_records_out_with_the_reason(committed, tmp_path):
     copy = _copy_evidence(tmp_path / "evidence")
     policy = json.loads((copy / "policy.json").read_text())
     # The key that signed the CPU lane's records, read from them (it changes when the issuer rotates).
-    cpu_issuers = {sig["keyid"] for record in (copy / "records").glob("linux-x86_64-cpu.*.record.dsse.json")
-                   for sig in json.loads(record.read_text())["signatures"]}
+    cpu_records = sorted((copy / "records").glob("linux-x86_64-cpu.*.record.dsse.json"))
+    cpu_issuers = {sig["keyid"] for record in cpu_records for sig in json.loads(record.read_text())["signatures"]}
     assert len(cpu_issuers) == 1, cpu_issuers
     policy["trusted_keys"] = [k for k in policy["trusted_keys"] if k["keyid"] not in cpu_issuers]
     assert policy["trusted_keys"], "the committed policy trusts the GPU records' key too"
@@ -82,7 +82,7 @@ def test_a_distrusted_key_leaves_its_records_out_with_the_reason(committed, tmp_
     assert page != evidence_readme.render(committed)
     assert not any(row.startswith("| linux-x86_64-cpu ") for row in _rows(page)), page
     refused = page.split("## Files that are not certification", 1)[1]
-    assert refused.count("does not verify") == 2, refused
+    assert refused.count("does not verify") == len(cpu_records), refused
 
 
 def test_an_expired_record_is_shown_not_routable(committed):

@@ -35,6 +35,8 @@ class Check:
     figures: tuple[str, ...] = ()
     figure_prefixes: tuple[str, ...] = ()
     options: type = NoOptions
+    # The runner version that added the check: runs made before it are not judged on its absence.
+    since: tuple[int, ...] = ()
 
     def summary_figures(self, counts: dict[str, int], metrics: dict[str, float]) -> str:
         parts = []

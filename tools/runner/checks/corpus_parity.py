@@ -584,4 +584,4 @@ def _finish(ctx: RunContext, step: Step, tokens: np.ndarray, expected: np.ndarra
 
 
 CHECK = Check(name=STEP, run=run_corpus_parity, recompute=recompute, problems=problems,
-              figures=("perplexity", "mean_kl", "p99_kl", "top1_agreement", "ppl_ratio"))
+              figures=("perplexity", "mean_kl", "p99_kl", "top1_agreement", "ppl_ratio"), since=(0, 5, 0))
