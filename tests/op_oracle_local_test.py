@@ -27,20 +27,9 @@ from tools.runner.checks.op_oracle_log import parse_runs
 
 RUNFILES = pathlib.Path(os.environ.get("TEST_SRCDIR", "."))
 LANE_BIN = RUNFILES / "lanes" / "lanes" / "cpu" / "bin"
-Q = gguf.GGMLQuantizationType
 PROMPT = "The quick brown fox jumps over the lazy dog while 12 ravens watch from the old oak tree."
-CASES = {
-    "llama": ("ggml-vocab-llama-spm.gguf", Q.Q4_1),
-    "qwen2": ("ggml-vocab-qwen2.gguf", Q.Q8_0),
-    "gemma3": ("ggml-vocab-llama-spm.gguf", Q.Q5_0),
-}
+CASES = arch_models.LANE_TEST_CASES
 
-
-def _vocab_dir() -> pathlib.Path:
-    for arg in sys.argv:
-        if arg.startswith("--vocab="):
-            return pathlib.Path(arg.split("=", 1)[1]).parent
-    raise AssertionError("run through Bazel (--vocab=)")
 
 
 @dataclasses.dataclass
@@ -58,7 +47,7 @@ def evaluated(request, tmp_path_factory) -> Evaluated:
     arch_name = request.param
     vocab, qtype = CASES[arch_name]
     tmp = tmp_path_factory.mktemp(arch_name)
-    model = arch_models.write_model(arch_name, _vocab_dir() / vocab, tmp / f"tiny-{arch_name}.gguf", qtype)
+    model = arch_models.write_model(arch_name, arch_models.vocab_dir(sys.argv) / vocab, tmp / f"tiny-{arch_name}.gguf", qtype)
     dump = tmp / "nodes"
     argv = op_oracle.eval_command(LANE_BIN / "llama-eval-callback", model, PROMPT, 2, 42, "off", dump,
                                   op_oracle.LOCAL_N_CTX)

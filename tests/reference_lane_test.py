@@ -26,22 +26,10 @@ from tools.runner.checks import reference_parity
 
 RUNFILES = pathlib.Path(os.environ.get("TEST_SRCDIR", "."))
 LANE_BIN = RUNFILES / "lanes" / "lanes" / "cpu" / "bin"
-Q = gguf.GGMLQuantizationType
 PROMPT = ("The quick brown fox jumps over the lazy dog while 12 ravens watch from the old oak tree "
           "near the river bank.")
-CASES = {  # arch -> (vocabulary, matrix type)
-    "llama": ("ggml-vocab-llama-spm.gguf", Q.Q4_1),
-    "qwen2": ("ggml-vocab-qwen2.gguf", Q.Q8_0),
-    "gemma3": ("ggml-vocab-llama-spm.gguf", Q.Q5_0),
-}
+CASES = arch_models.LANE_TEST_CASES
 
-
-def _vocab_dir() -> pathlib.Path:
-    # --vocab= names one file of upstream's models/ directory; its siblings are the other vocabularies.
-    for arg in sys.argv:
-        if arg.startswith("--vocab="):
-            return pathlib.Path(arg.split("=", 1)[1]).parent
-    raise AssertionError("run through Bazel (--vocab=)")
 
 
 @dataclasses.dataclass
@@ -56,7 +44,7 @@ def lane_run(request, tmp_path_factory) -> LaneRun:
     arch = request.param
     vocab, qtype = CASES[arch]
     tmp = tmp_path_factory.mktemp(arch)
-    model = arch_models.write_model(arch, _vocab_dir() / vocab, tmp / f"tiny-{arch}.gguf", qtype)
+    model = arch_models.write_model(arch, arch_models.vocab_dir(sys.argv) / vocab, tmp / f"tiny-{arch}.gguf", qtype)
     out = tmp / "lane.logits"
     res = subprocess.run([str(LANE_BIN / "llama-logits"), "-m", str(model), "-p", PROMPT, "-o", str(out), "-t", "2",
                           "-fa", "off", "-ctk", "f32", "-ctv", "f32"], capture_output=True, text=True, timeout=300)
@@ -100,7 +88,7 @@ def test_the_judge_fails_a_reference_without_the_architectures_features(lane_run
 def test_the_judge_fails_a_reference_with_other_weights(lane_run: LaneRun, tmp_path: pathlib.Path) -> None:
     arch = gguf.GGUFReader(lane_run.model, "r").fields["general.architecture"].contents()
     vocab, qtype = CASES[arch]
-    other = arch_models.write_model(arch, _vocab_dir() / vocab, tmp_path / "other.gguf", qtype, seed=99)
+    other = arch_models.write_model(arch, arch_models.vocab_dir(sys.argv) / vocab, tmp_path / "other.gguf", qtype, seed=99)
     _, metrics, problems = _judge(lane_run, references.forward(other, lane_run.tokens))
     assert problems, metrics
 

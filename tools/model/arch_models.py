@@ -24,6 +24,20 @@ from tools.model.make_tiny_model import load_tokenizer_fields
 
 ARCHITECTURES = ("llama", "qwen2", "gemma3")
 Q = gguf.GGMLQuantizationType
+# The seeded model each architecture's lane tests build: (upstream vocabulary file, matrix type).
+LANE_TEST_CASES = {
+    "llama": ("ggml-vocab-llama-spm.gguf", Q.Q4_1),
+    "qwen2": ("ggml-vocab-qwen2.gguf", Q.Q8_0),
+    "gemma3": ("ggml-vocab-llama-spm.gguf", Q.Q5_0),
+}
+
+
+def vocab_dir(argv: list[str]) -> pathlib.Path:
+    """Upstream's models/ directory, from a --vocab= argument naming one of its vocabularies."""
+    for arg in argv:
+        if arg.startswith("--vocab="):
+            return pathlib.Path(arg.split("=", 1)[1]).parent
+    raise AssertionError("run through Bazel (--vocab=)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -244,11 +244,17 @@ def compare_node_full(node: Node, dumped: DumpedNode, want: np.ndarray, atol: fl
     res.max_rel_err = float((err[big] / np.abs(ref[big])).max(initial=0.0))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(tol > 0, err / np.where(tol > 0, tol, 1.0), np.where(err > 0, np.inf, 0.0))
+    return mark_worst(res, got, ref, err, tol, ratios)
+
+
+def mark_worst(res: NodeResult, got: np.ndarray, ref: np.ndarray, err: np.ndarray, tol: np.ndarray,
+               ratios: np.ndarray) -> NodeResult:
+    """The node's worst error/tolerance ratio; above 1 it fails, naming its worst element."""
     res.worst_ratio = float(ratios.max(initial=0.0))
     if res.worst_ratio > 1.0:
         k = int(np.argmax(ratios))
-        res.status, res.why = "fail", (f"element {k} of {got.size}: {got[k]:.7g} vs reference {ref[k]:.7g} "
-                                       f"(|err| {err[k]:.3g} > tol {tol[k]:.3g})")
+        res.status, res.why = "fail", (f"element {k} of {got.size}: {got.flat[k]:.7g} vs reference {ref.flat[k]:.7g} "
+                                       f"(|err| {err.flat[k]:.3g} > tol {tol.flat[k]:.3g})")
     return res
 
 

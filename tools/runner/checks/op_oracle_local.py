@@ -43,6 +43,7 @@ from tools.runner.checks.op_oracle_graph import (
     VIEW_OPS,
     NodeResult,
     _aligned,
+    mark_worst,
 )
 from tools.runner.checks.op_oracle_graph import (
     TOLERANCES as CHAINED_TOLERANCES,
@@ -352,12 +353,7 @@ def compare(node: Node, got: np.ndarray, want: np.ndarray, tol_elem: np.ndarray 
     err = np.abs(got - want)
     ratios = err / tol
     res.max_abs_err = float(err.max(initial=0.0))
-    res.worst_ratio = float(ratios.max(initial=0.0))
-    if res.worst_ratio > 1.0:
-        k = int(np.argmax(ratios))
-        res.status, res.why = "fail", (f"element {k} of {got.size}: {got.flat[k]:.7g} vs reference {want.flat[k]:.7g} "
-                                       f"(|err| {err.flat[k]:.3g} > tol {tol.flat[k]:.3g})")
-    return res
+    return mark_worst(res, got, want, err, tol, ratios)
 
 
 def evaluate_run(run: Run, dumped: list[DumpedNode], reader: gguf.GGUFReader, arch: Architecture,
