@@ -206,12 +206,19 @@ def test_mixed_route_is_admitted_only_with_its_compatibility_record(path):
     for i, node in enumerate(nodes):
         node.node_id = f"node-{i}"
     first = by_id[rec.certification_record_ids[0]]
+    # The route asks for the recipe measured on it (a record that states none: the lanes').
+    recipe = rec.recipe if rec.HasField("recipe") else first.recipe
 
     def decide(route_nodes, compats, model=rec.model_sha256, pol=policy):
-        route = admission.route_from_nodes(route_nodes, model, recipe=first.recipe)
+        route = admission.route_from_nodes(route_nodes, model, recipe=recipe)
         return admission.decide(pol, certs, compats, route, when)
     compat = admission.load_signed(path)
     ok = decide(nodes, [compat])
+    if not rec.HasField("recipe"):
+        # Measured before compatibility records stated their recipe (schema v1): it admits no route.
+        assert not ok.routable and all(lane.routable for lane in ok.lanes), ok.reasons
+        assert any(f"{path.name}: {admission.COMPAT_RECIPE_MISSING}: " in r for r in ok.reasons), ok.reasons
+        return
     assert ok.routable, ok.reasons
     without = decide(nodes, [])
     assert not without.routable and any(r.startswith(admission.MIXED_WITHOUT_COMPATIBILITY) for r in without.reasons)

@@ -70,11 +70,58 @@ _CPU_ALL_VARIANTS = {
     "GGML_NATIVE": "OFF",
 }
 
-# ggml options whose default llama.cpp's own CMakeLists.txt changes before add_subdirectory(ggml):
-# a ggml stage configured standalone (as the lanes build it) would otherwise miss them. Measured
-# (tools/bench, this host): without llamafile's sgemm the CPU lane's pp128 on a 0.67 GB F16 model
-# was x0.41 of upstream's build. The CUDA and Vulkan lanes take these at their next re-certification
-# (their certified records bind to the artifacts built without them; CUDA graphs matter for tg).
+# What llama.cpp's top-level CMakeLists.txt sets for ggml before add_subdirectory(ggml), at the pin:
+# a ggml stage configured on its own (as the lanes build it) misses every one of them. Each with the
+# lanes' decision: `cache_entry` set to `value` in every lane of `backends`, or the reason it needs
+# none. //tests:upstream_ggml_options_test compares the names and values with the pinned file and
+# checks the lanes, so an upstream bump that adds or changes one fails until it is decided here.
+UPSTREAM_GGML_OPTIONS = {
+    "GGML_LLAMAFILE_DEFAULT": {
+        "upstream": "ON",
+        "cache_entry": "GGML_LLAMAFILE",
+        "value": "ON",
+        # Every backend's lane carries ggml-cpu (it runs what is not offloaded).
+        "backends": ["cpu", "cuda", "rocm", "vulkan", "metal"],
+        "why": "llamafile's sgemm in ggml-cpu; without it the CPU lane's pp128 on a 0.67 GB F16 model was x0.41 of upstream's build",
+    },
+    "GGML_CUDA_GRAPHS_DEFAULT": {
+        "upstream": "ON",
+        "cache_entry": "GGML_CUDA_GRAPHS",
+        "value": "ON",
+        # Only ggml-cuda's CMakeLists.txt reads it at the pin.
+        "backends": ["cuda"],
+        "why": "one graph launch per token instead of one kernel launch per node; without it the CUDA lane's tg128 was x0.62 (270M model) to x0.88 (7B Q4_0) of upstream's build on the H200",
+    },
+    "GGML_ALL_WARNINGS": {
+        "upstream": "${LLAMA_ALL_WARNINGS}",
+        "cache_entry": "",
+        "why": "LLAMA_ALL_WARNINGS defaults to ON, ggml's own default; warnings change no code",
+    },
+    "GGML_FATAL_WARNINGS": {
+        "upstream": "${LLAMA_FATAL_WARNINGS}",
+        "cache_entry": "",
+        "why": "LLAMA_FATAL_WARNINGS defaults to OFF, ggml's own default",
+    },
+    "GGML_BUILD_NUMBER": {
+        "upstream": "${LLAMA_BUILD_NUMBER}",
+        "cache_entry": "",
+        "why": "ggml's CMake files never read it at the pin",
+    },
+    "GGML_BUILD_COMMIT": {
+        "upstream": "${LLAMA_BUILD_COMMIT}",
+        "cache_entry": "",
+        "why": "lane.bzl sets it on every ggml stage from the pin's short commit (pin.bzl), as LLAMA_BUILD_COMMIT on the llama stage",
+    },
+}
+
+def _upstream_ggml_entries(backend):
+    return {
+        option["cache_entry"]: option["value"]
+        for option in UPSTREAM_GGML_OPTIONS.values()
+        if option["cache_entry"] and backend in option["backends"]
+    }
+
+# The CPU lane's explicit copy (its certified spec entry keeps its key order; _lane merges the same).
 _LLAMA_CPP_GGML_DEFAULTS = {
     "GGML_LLAMAFILE": "ON",
 }
@@ -304,7 +351,7 @@ def _lane(alias, os, arch, backend, sdk, ggml_libs, ggml_cache_entries = {}, log
         "arch": arch,
         "backend": backend,
         "sdk": sdk,
-        "ggml_cache_entries": merge_dicts(_GGML_COMMON, _NO_SANDBOX_PATHS, ggml_cache_entries, _RPC if rpc else {}),
+        "ggml_cache_entries": merge_dicts(_GGML_COMMON, _NO_SANDBOX_PATHS, ggml_cache_entries, _RPC if rpc else {}, _upstream_ggml_entries(backend)),
         "ggml_libs": ggml_libs + (["ggml-rpc"] if rpc else []),
         "llama_cache_entries": merge_dicts(_LLAMA_COMMON, _NO_SANDBOX_PATHS, _RPC if rpc else {}),
         "llama_libs": _LLAMA_LIBS,
@@ -342,6 +389,10 @@ UPSTREAM_REFERENCE = {
     "linux-x86_64-cuda": {
         "cache_entries": merge_dicts(_UPSTREAM_DEFAULTS, {"GGML_CUDA": "ON", "CMAKE_CUDA_ARCHITECTURES": "native"}),
         "ggml_libs": ["ggml-base", "ggml", "ggml-cpu", "ggml-cuda"],
+    },
+    "linux-x86_64-vulkan": {
+        "cache_entries": merge_dicts(_UPSTREAM_DEFAULTS, {"GGML_VULKAN": "ON"}),
+        "ggml_libs": ["ggml-base", "ggml", "ggml-cpu", "ggml-vulkan"],
     },
 }
 

@@ -122,7 +122,8 @@ def _build(_sdk):
     # which only the CUDA lane references: nothing is fetched unless that lane is built.
     root = "$EXT_BUILD_ROOT/external/cuda_toolkit/toolkit"
     return {
-        "env": {"PATH": root + "/bin", "CUDAToolkit_ROOT": root, "CUDA_PATH": root},
+        # The toolkit first, then the action's own PATH (cmake, ninja, the host compiler).
+        "env": {"PATH": root + "/bin:$PATH", "CUDAToolkit_ROOT": root, "CUDA_PATH": root},
         "cache_entries": {
             "CMAKE_CUDA_COMPILER": root + "/bin/nvcc",
             # libggml-cuda's cudart/cuBLAS are found at link time here, at run time via RUNPATH

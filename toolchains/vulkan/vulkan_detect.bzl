@@ -133,7 +133,7 @@ def _build(sdk):
         # bin/glslc runs usr/bin/glslc with the unpacked libshaderc.so.1 (the host has none).
         glslc = root + "/bin/glslc"
         spirv = root + "/usr/share/cmake/SPIRV-Headers"
-        env = {"PATH": root + "/bin"}
+        env = {"PATH": root + "/bin:$PATH"}
         build_data = ["@vulkan_sdk//:sdk"]
     lib_dir = library.rsplit("/", 1)[0]
     return {

@@ -6,7 +6,11 @@ exactly the node's lane and device class as scope, (4) names the node's build ev
 artifact digests, (5) proves the route's model (sha256 of every GGUF split, in order) and a recipe
 that contains the route's recipe (see recipe_refusal), (6) shows every required check PASS and
 (7) meets the speed floors. A route over more than one lane also needs a signed CompatibilityRecord
-for exactly those lanes and the model.
+for exactly those lanes and the model, measured under a recipe that contains the route's and with
+the llama.cpp pin (upstream commit, patch stack digest) of the lanes' records; a compatibility record
+that states no recipe or no pin covers nothing. Its refusal, in the mixed-route reason's candidates,
+starts with its own code (compat-recipe-missing, scope-recipe-mismatch, compat-pin-missing,
+compat-pin-mismatch).
 Nothing here knows backend names: scope is compared field by field, never against an allowlist.
 Every refusal starts with its reason code ("expired: ...") so tools can match on it.
 
@@ -51,6 +55,9 @@ METRIC_CEILING = "metric-ceiling"
 MIXED_WITHOUT_COMPATIBILITY = "mixed-backends-without-compatibility"
 SCOPE_MODEL_MISMATCH = "scope-model-mismatch"
 SCOPE_RECIPE_MISMATCH = "scope-recipe-mismatch"
+COMPAT_RECIPE_MISSING = "compat-recipe-missing"
+COMPAT_PIN_MISSING = "compat-pin-missing"
+COMPAT_PIN_MISMATCH = "compat-pin-mismatch"
 WRONG_RECORD_KIND = "wrong-record-kind"
 MALFORMED_ROUTE = "malformed-route"
 
@@ -411,18 +418,30 @@ def _decide_node(node, by_scope, by_lane, failed, policy, route, compat_labels=(
     return lane
 
 
-def _compatibility_refusal(rec, lanes, model, admitted, policy=None) -> str:
+def _compatibility_refusal(rec, lanes, model, admitted, policy=None, recipe=None) -> str:
     """Why a verified, current compatibility record does not cover this route; empty when it does.
 
-    It must name exactly the route's lanes and model, each admitted node's certified record, device
-    class and build evidence (it was measured with exactly those), and meet its own tolerances and
-    the policy's compatibility bounds."""
+    It must name exactly the route's lanes and model, a recipe that contains the route's `recipe`
+    (recipe_refusal, as for a lane record), and each admitted node's certified record, llama.cpp pin,
+    device class and build evidence (it was measured with exactly those), and meet its own tolerances
+    and the policy's compatibility bounds. A refusal of the recipe or the pin starts with its code."""
     if sorted(rec.lane_ids) != lanes:
         return f"covers lanes {sorted(rec.lane_ids)}, route needs exactly {lanes}"
     if not model or _norm_digest(rec.model_sha256) != model:
         return f"for model {rec.model_sha256 or '(none)'}, route model is {model or '(none)'}"
     if policy is None or not policy.HasField("compatibility"):
         return "the policy states no compatibility bounds (AdmissionPolicy.compatibility): no mixed route is admitted"
+    # Nothing is assumed of a recipe or pin the record does not state (schema v1 records state no recipe).
+    if not rec.HasField("recipe"):
+        return (f"{COMPAT_RECIPE_MISSING}: states no recipe the route was measured under; measure the route "
+                "again (tools/compat) and sign a record that states it")
+    why = recipe_refusal(rec.recipe, recipe)
+    if why:
+        return f"{SCOPE_RECIPE_MISMATCH}: the route's recipe is not the one measured on it: {why}"
+    missing = [f for f in ("upstream_commit", "patch_stack_digest") if not getattr(rec, f)]
+    if missing:
+        return (f"{COMPAT_PIN_MISSING}: states no {' or '.join(missing)} of the lanes it measured; build the record "
+                "from the lanes' certification records (tools/compat)")
     t = rec.tolerances
     bounds = [("its own tolerances", t.max_kl_divergence, t.min_top1_agreement, t.max_abs_delta_logit, t.min_greedy_agreement)]
     b = policy.compatibility
@@ -438,8 +457,9 @@ def _compatibility_refusal(rec, lanes, model, admitted, policy=None) -> str:
     by_lane = {entry.lane_id: entry for entry in rec.lanes}
     for cert in admitted:
         for field in ("upstream_commit", "patch_stack_digest"):
-            if getattr(rec, field) and getattr(rec, field) != getattr(cert, field):
-                return f"{field} {getattr(rec, field)[:16]} != certified lane {cert.scope.lane_id}'s {getattr(cert, field)[:16]}"
+            if getattr(rec, field) != getattr(cert, field):
+                return (f"{COMPAT_PIN_MISMATCH}: {field} {getattr(rec, field)[:23]} != certified lane "
+                        f"{cert.scope.lane_id}'s {getattr(cert, field)[:23] or '(none)'}")
         lane_id = cert.scope.lane_id
         entry = by_lane.get(lane_id)
         if entry is None:
@@ -522,7 +542,8 @@ def decide(
         covered = False
         for item in compat_items:
             c = _check(item, records.verify_compatibility, store, policy, now, cache, screen)
-            why = f"{c.refusal_code}: {c.refusal}" if c.record is None else _compatibility_refusal(c.record, lanes, model, admitted, policy)
+            why = (f"{c.refusal_code}: {c.refusal}" if c.record is None else _compatibility_refusal(
+                c.record, lanes, model, admitted, policy, route.recipe if route.HasField("recipe") else None))
             if not why:
                 covered = True
                 break

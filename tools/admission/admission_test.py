@@ -9,6 +9,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proto import admission_pb2, certification_pb2
 from tools.admission import admission
+from tools.admission.testing import routes
 from tools.certify import records, sample_reports
 from tools.policy import dsse
 from tools.policy import policy as policy_lib
@@ -36,8 +37,8 @@ def signed(report, key, issued_at=NOW, days=30, mutate=None):
     return records.sign_record(rec, key)
 
 
-ROUTE_RECIPE = sample_reports.make_recipe(kv_cache_types=["f16"], flash_attention=["off"], context_size=2048,
-                                          parallel_sequences=1)
+_ROUTE_FIELDS = dict(kv_cache_types=["f16"], flash_attention=["off"], context_size=2048, parallel_sequences=1)
+ROUTE_RECIPE = sample_reports.make_recipe(**_ROUTE_FIELDS)
 
 
 def decide(policy, envs, nodes, compat=(), now=LATER, model=MODEL, recipe=ROUTE_RECIPE, shards=()):
@@ -244,23 +245,20 @@ def test_newest_good_record_wins_over_bad_ones(policy, key):
     assert d.routable and len(d.input_record_digests) == 3
 
 
-def _compat(key, lanes=(CPU, GPU), model=MODEL, mutate=None, certs=None):
-    """A compatibility record measured with exactly the certified records `certs` (the two_lanes ones)."""
-    rec = certification_pb2.CompatibilityRecord(
-        schema_version=1, lane_ids=list(lanes), model_sha256=model,
-        upstream_commit="0c1e57098bba43ac29e6e3b677cdceebdd22334f",
+def _compat(key, lanes=(CPU, GPU), model=MODEL, mutate=None, certs=None, recipe=ROUTE_RECIPE):
+    """A compatibility record measured with exactly the certified records `certs` (the two_lanes ones),
+    their pin, under `recipe` (the route's)."""
+    rec = routes.compatibility_record(
+        [certification_pb2.CertificationRecord.FromString(env.payload) for env in certs or _TWO_LANE_ENVS], recipe,
         kl_divergence=0.001, top1_agreement=0.99, max_abs_delta_logit=0.05, greedy_agreement=1.0,
         issuer=dsse.keyid_for(key), issued_at="2026-03-01T12:00:00Z", expires_at="2026-04-01T12:00:00Z",
     )
+    rec.lane_ids[:] = list(lanes)
+    rec.model_sha256 = model
     rec.tolerances.max_kl_divergence = 0.01
     rec.tolerances.min_top1_agreement = 0.95
     rec.tolerances.max_abs_delta_logit = 0.5
     rec.tolerances.min_greedy_agreement = 1.0
-    for env in certs or _TWO_LANE_ENVS:
-        cert = certification_pb2.CertificationRecord.FromString(env.payload)
-        rec.lanes.add(lane_id=cert.scope.lane_id, device_class=cert.scope.device_class,
-                      build_evidence_digest=cert.build_evidence_digest, server_device="X0")
-        rec.certification_record_ids.append(cert.record_id)
     if mutate:
         mutate(rec)
     return records.sign_compatibility(rec, key)
@@ -317,6 +315,8 @@ def test_two_lane_route_with_compatibility_accepted(policy, key, two_lanes):
         lambda key: _compat(key, mutate=lambda r: setattr(r, "expires_at", "2026-03-01T13:00:00Z")),
         lambda key: _compat(key, mutate=lambda r: setattr(r, "top1_agreement", 0.5)),  # outside its tolerances
         lambda key: _compat(key, mutate=lambda r: setattr(r, "upstream_commit", "deadbeef")),
+        lambda key: _compat(key, mutate=_no_recipe),  # states no recipe (a schema v1 record)
+        lambda key: _compat(key, recipe=sample_reports.make_recipe(**{**_ROUTE_FIELDS, "flash_attention": ["on"]})),
         lambda key: _compat(key, mutate=lambda r: setattr(r, "greedy_agreement", 0.75)),  # below its tolerance
         lambda key: _compat(key, mutate=_other_device),  # measured on another device class
         lambda key: _compat(key, mutate=_other_build),  # measured with another build of the lane
@@ -327,6 +327,76 @@ def test_two_lane_route_with_compatibility_accepted(policy, key, two_lanes):
 def test_two_lane_route_with_unfit_compatibility_refused(policy, key, two_lanes, make):
     envs, nodes = two_lanes
     assert_refused(decide(policy, envs, nodes, compat=[make(key)]), "mixed-backends-without-compatibility")
+
+
+def _no_recipe(rec):
+    rec.ClearField("recipe")
+
+
+def _assert_compat_refused(decision, code: str) -> None:
+    """Refused as a mixed route without compatibility; the one candidate refused with `code`."""
+    assert_refused(decision, "mixed-backends-without-compatibility")
+    assert routes.candidate_codes(decision) == [code], decision.reasons
+
+
+def test_compatibility_record_without_a_recipe_is_refused(policy, key, two_lanes):
+    # As a schema v1 record (the committed CUDA+Vulkan one): nothing is assumed of its recipe.
+    envs, nodes = two_lanes
+    _assert_compat_refused(decide(policy, envs, nodes, compat=[_compat(key, mutate=_no_recipe)]),
+                           "compat-recipe-missing")
+
+
+@pytest.mark.parametrize("measured, asked", [
+    # Measured with flash attention on (the lanes' recipe), the route runs it off.
+    (dict(flash_attention=["on"]), {}),
+    # Measured with an F32 KV cache and flash attention off (the committed measurement's flags).
+    (dict(kv_cache_types=["f32"]), {}),
+    (dict(n_gpu_layers=-1), {}),
+    ({}, dict(kv_cache_types=["q8_0"])),  # both lanes prove q8_0; the route never ran it
+    ({}, dict(context_size=4096)),  # the lanes prove 4096, the route was measured at 2048
+    ({}, dict(parallel_sequences=4)),
+])
+def test_compatibility_record_for_another_recipe_is_refused(policy, key, two_lanes, measured, asked):
+    envs, nodes = two_lanes
+    measured_recipe = sample_reports.make_recipe(**{**_ROUTE_FIELDS, **measured})
+    route_recipe = sample_reports.make_recipe(**{**_ROUTE_FIELDS, **asked})
+    d = decide(policy, envs, nodes, compat=[_compat(key, recipe=measured_recipe)], recipe=route_recipe)
+    assert all(lane.routable for lane in d.lanes), d.reasons  # each lane's record proves the route's recipe
+    _assert_compat_refused(d, "scope-recipe-mismatch")
+    assert "the route's recipe is not the one measured on it" in d.reasons[0]
+
+
+def test_compatibility_record_covers_a_recipe_inside_the_measured_one(policy, key, two_lanes):
+    envs, nodes = two_lanes
+    smaller = sample_reports.make_recipe(**{**_ROUTE_FIELDS, "context_size": 1024, "batch_size": 512})
+    assert decide(policy, envs, nodes, compat=[_compat(key)], recipe=smaller).routable
+
+
+@pytest.mark.parametrize("field", ["upstream_commit", "patch_stack_digest"])
+def test_compatibility_record_without_the_lanes_pin_is_refused(policy, key, two_lanes, field):
+    # Never skipped when empty: a record that names no pin binds no build of llama.cpp.
+    envs, nodes = two_lanes
+    _assert_compat_refused(decide(policy, envs, nodes, compat=[_compat(key, mutate=lambda r: r.ClearField(field))]),
+                           "compat-pin-missing")
+
+
+@pytest.mark.parametrize("field, other", [("upstream_commit", "deadbeef" * 5), ("patch_stack_digest", "sha256:" + "e" * 64)])
+def test_compatibility_record_of_another_pin_is_refused(policy, key, two_lanes, field, other):
+    envs, nodes = two_lanes
+    d = decide(policy, envs, nodes, compat=[_compat(key, mutate=lambda r: setattr(r, field, other))])
+    _assert_compat_refused(d, "compat-pin-mismatch")
+    assert f"{field} {other[:23]} != certified lane" in d.reasons[0]
+
+
+def test_compatibility_record_with_the_route_recipe_and_the_lanes_pin_is_admitted(policy, key, two_lanes):
+    envs, nodes = two_lanes
+    compat = _compat(key)
+    rec = certification_pb2.CompatibilityRecord.FromString(compat.payload)
+    certs = [certification_pb2.CertificationRecord.FromString(e.payload) for e in envs]
+    assert rec.recipe == ROUTE_RECIPE and rec.schema_version == 2
+    assert {(c.upstream_commit, c.patch_stack_digest) for c in certs} == {(rec.upstream_commit, rec.patch_stack_digest)}
+    d = decide(policy, envs, nodes, compat=[compat])
+    assert d.routable and not d.reasons, d.reasons
 
 
 def test_policy_compatibility_bounds_refuse_a_looser_record(policy, key, two_lanes):

@@ -26,7 +26,9 @@ def new_policy(policy_id: str) -> admission_pb2.AdmissionPolicy:
         schema_version=policy_lib.POLICY_SCHEMA_VERSION,
         policy_id=policy_id,
         max_record_age_days=90,
-        supported_record_schema_versions=[records.CERTIFICATION_SCHEMA_VERSION],
+        # What tools/certify signs, of both record kinds (one list covers both).
+        supported_record_schema_versions=sorted({records.CERTIFICATION_SCHEMA_VERSION,
+                                                 records.COMPATIBILITY_SCHEMA_VERSION}),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 
 from absl import app, flags
 from google.protobuf import json_format
@@ -25,6 +26,8 @@ flags.DEFINE_string("workspace", os.environ.get("BUILD_WORKSPACE_DIRECTORY", "."
 flags.DEFINE_string("model", "", "The embedded tiny model (bench label 'tiny').")
 flags.DEFINE_string("vocab", "", "Vocab GGUF for the synthetic large model.")
 flags.DEFINE_string("large_model", "", "A larger GGUF (label 'large'); default: a synthetic F16 llama made here.")
+flags.DEFINE_multi_string("bench_model", [], "LABEL=PATH: another GGUF to bench under LABEL (letters, digits, '_'), "
+                          "e.g. a trained model from the model lock or a 7B-shaped Q4_0 model; repeatable.")
 flags.DEFINE_integer("large_n_layer", 4, "Synthetic large model: layers.")
 flags.DEFINE_integer("large_n_embd", 2048, "Synthetic large model: embedding width (F16; 4 layers x 2048 is ~0.7 GB).")
 flags.DEFINE_integer("rounds", 4, "ABBA rounds (each build runs first in half of them).")
@@ -59,6 +62,13 @@ def main(argv: list[str]) -> int:
                                              n_ff=FLAGS.large_n_embd * 11 // 4)
             make_tiny_model.make_tiny_model(pathlib.Path(FLAGS.vocab), large, "f16", 1234, cfg)
         models["large"] = large
+    for spec in FLAGS.bench_model:
+        label, sep, path = spec.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_]+", label) or not path:
+            raise app.UsageError(f"--bench_model={spec!r}: expected LABEL=PATH with a label of letters, digits and '_'")
+        if label in models:
+            raise app.UsageError(f"--bench_model={spec!r}: the label {label!r} is given twice")
+        models[label] = pathlib.Path(path).absolute()
     if not models:
         raise app.UsageError("give --model and/or --large_model (or --vocab to make a synthetic large model)")
     try:

@@ -46,7 +46,7 @@ from tools.policy.errors import (
 
 # The versions this signer writes; verification accepts every version in schema_versions.
 CERTIFICATION_SCHEMA_VERSION = 1
-COMPATIBILITY_SCHEMA_VERSION = 1
+COMPATIBILITY_SCHEMA_VERSION = 2  # v2 carries the recipe the route was measured under
 SUPPORTED_REPORT_SCHEMA_VERSIONS = frozenset({1})
 
 CERTIFICATION_FAMILY = schema_versions.CERTIFICATION_FAMILY

@@ -79,7 +79,7 @@ def trusted_key(key: Ed25519PrivateKey, not_before: dt.datetime, not_after: dt.d
 def make_policy(*signing_keys: Ed25519PrivateKey, floor: float = 10.0) -> admission_pb2.AdmissionPolicy:
     policy = admission_pb2.AdmissionPolicy(
         schema_version=1, policy_id="test-policy", max_record_age_days=90,
-        required_checks=list(REQUIRED_CHECKS), supported_record_schema_versions=sorted(schema_versions.CERTIFICATION.known()),
+        required_checks=list(REQUIRED_CHECKS), supported_record_schema_versions=schema_versions.known_versions(),
     )
     for key in signing_keys:
         policy.trusted_keys.append(trusted_key(key, NOW - dt.timedelta(days=365), NOW + dt.timedelta(days=365)))

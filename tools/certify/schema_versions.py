@@ -71,10 +71,19 @@ COMPATIBILITY_V1_FIELDS = frozenset({
     "issued_at", "expires_at", "lanes", "rpc_protocol_version", "endpoints", "loopback", "greedy_agreement",
     "prompts", "measurement_digest", "raw_file_digests", "comparisons",
 })
+# v2: the recipe the route was measured under (admission refuses a mixed route without one).
+COMPATIBILITY_V2_FIELDS = COMPATIBILITY_V1_FIELDS | {"recipe"}
 
 CERTIFICATION = SchemaFamily(CERTIFICATION_FAMILY, [
     SchemaVersion(1, certification_pb2.CertificationRecord, CERTIFICATION_V1_FIELDS),
 ])
 COMPATIBILITY = SchemaFamily(COMPATIBILITY_FAMILY, [
     SchemaVersion(1, certification_pb2.CompatibilityRecord, COMPATIBILITY_V1_FIELDS),
+    SchemaVersion(2, certification_pb2.CompatibilityRecord, COMPATIBILITY_V2_FIELDS),
 ])
+
+
+def known_versions() -> list[int]:
+    """Every version of every record kind this verifier knows: what a fresh policy accepts (the
+    policy's supported_record_schema_versions is one list for both kinds)."""
+    return sorted(CERTIFICATION.known() | COMPATIBILITY.known())

@@ -154,5 +154,18 @@ def test_a_v1_payload_that_sets_the_v2_field_is_refused(v2_known):
     assert records.verify_record(env, trusted).schema_version == 1
 
 
+def test_compatibility_v2_states_the_recipe_and_a_v1_payload_cannot():
+    key = Ed25519PrivateKey.generate()
+    trusted = {dsse.keyid_for(key): key.public_key()}
+    rec = certification_pb2.CompatibilityRecord(schema_version=records.COMPATIBILITY_SCHEMA_VERSION, lane_ids=["a", "b"])
+    rec.recipe.kv_cache_types.append("f16")
+    assert rec.schema_version == 2
+    assert list(records.verify_compatibility(records.sign_compatibility(rec, key), trusted).recipe.kv_cache_types) == ["f16"]
+    rec.schema_version = 1
+    with pytest.raises(MalformedRecordError, match="sets recipe, not defined in schema v1"):
+        records.verify_compatibility(records.sign_compatibility(rec, key), trusted)
+    assert 2 in schema_versions.known_versions() and 1 in schema_versions.known_versions()
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))

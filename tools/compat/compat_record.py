@@ -1,9 +1,11 @@
 """A CompatibilityRecord (unsigned) from a mixed-route measurement (rpc_route.py's out_dir).
 
 The figures are re-derived from the raw files (recompute) and must equal compat_report.json's;
-every raw file's digest is checked against the report's. The lanes' certification record ids are
-the records whose report digest is the runner report named in the measurement (same host, same
-session), so the compatibility record is bound to exactly those certified runs.
+every raw file's digest is checked against the report's. The lanes' certification records are the
+records whose report digest is the runner report named in the measurement (same host, same
+session), so the compatibility record is bound to exactly those certified runs, and its llama.cpp
+pin (upstream commit, patch stack digest) is theirs. Its recipe is the one the route's commands ran
+(rpc_route.recipe_from_argv); a measurement that states none makes no record.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import hashlib
 import json
 import math
 import pathlib
+from collections.abc import Mapping
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -59,6 +62,9 @@ def load_measurement(out_dir: pathlib.Path) -> dict:
                 "model_sha256", "prompts_measured", "logit_prompts_measured", "endpoints", "lanes_measured"):
         if not same_figures(again[key], report.get(key)):
             raise CompatibilityInputError(f"{path}: {key} differs from what its raw files give: the report was edited")
+    # A measurement made before the recipe was recorded states none, in its report and its raw files.
+    if not same_figures(again["recipe"], report.get("recipe", {})):
+        raise CompatibilityInputError(f"{path}: recipe differs from what its raw files give: the report was edited")
     logged = sorted(f"{lane['lane_id']} {lane['build_evidence_digest']} {lane['certification_report_digest'] or '-'} "
                     f"{lane['server_device']}" for lane in report["lanes"])
     if logged != again["lanes_measured"]:
@@ -68,10 +74,11 @@ def load_measurement(out_dir: pathlib.Path) -> dict:
     return report
 
 
-def record_ids_by_report_digest(records_dir: pathlib.Path) -> dict[str, str]:
-    """{runner report digest: certification record id} of the records in a directory, read without
-    verifying them: ids only. Signing verifies; admission re-checks every record it is given."""
-    out = {}
+def records_by_report_digest(records_dir: pathlib.Path) -> dict[str, certification_pb2.CertificationRecord]:
+    """{runner report digest: certification record} of the records in a directory, read without
+    verifying them: what binds the measurement to them. Signing verifies; admission re-checks every
+    record it is given (and the pin and recipe against them)."""
+    out: dict[str, certification_pb2.CertificationRecord] = {}
     for path in sorted(records_dir.glob("*.record.dsse.json")):
         try:
             payload = base64.b64decode(json.loads(path.read_text())["payload"])
@@ -79,14 +86,37 @@ def record_ids_by_report_digest(records_dir: pathlib.Path) -> dict[str, str]:
             rec.ParseFromString(payload)
         except (OSError, ValueError, KeyError, DecodeError) as err:
             raise CompatibilityInputError(f"{path}: not a readable record envelope ({err})") from err
-        if rec.report_digest in out and out[rec.report_digest] != rec.record_id:
+        if rec.report_digest in out and out[rec.report_digest].record_id != rec.record_id:
             raise CompatibilityInputError(f"{path}: a second record for runner report {rec.report_digest}")
-        out[rec.report_digest] = rec.record_id
+        out[rec.report_digest] = rec
     return out
 
 
-def build(out_dir: pathlib.Path, record_ids: dict[str, str]) -> certification_pb2.CompatibilityRecord:
+def record_ids_by_report_digest(records_dir: pathlib.Path) -> dict[str, str]:
+    """{runner report digest: certification record id} of the records in a directory (unverified)."""
+    return {digest: rec.record_id for digest, rec in records_by_report_digest(records_dir).items()}
+
+
+def _pin(certified: list[certification_pb2.CertificationRecord]) -> tuple[str, str]:
+    """The one llama.cpp pin (upstream commit, patch stack digest) of the lanes' certification records:
+    from their signed build facts, never from anything a lane process printed."""
+    pins = sorted({(c.upstream_commit, c.patch_stack_digest) for c in certified})
+    if len(pins) != 1:
+        raise CompatibilityInputError(f"the lanes' certification records name different llama.cpp pins {pins}: "
+                                      "a compatibility record states one")
+    if not all(pins[0]):
+        raise CompatibilityInputError(f"the lanes' certification records name no upstream commit or patch stack "
+                                      f"digest ({pins[0]}): re-certify the lanes")
+    return pins[0]
+
+
+def build(out_dir: pathlib.Path,
+          certified: Mapping[str, certification_pb2.CertificationRecord]) -> certification_pb2.CompatibilityRecord:
+    """The record of a compatible measurement; `certified` is records_by_report_digest's map."""
     report = load_measurement(out_dir)
+    if not report.get("recipe"):
+        raise CompatibilityInputError(f"{out_dir}: the measurement states no recipe (made before tools/compat "
+                                      "recorded one): measure the route again")
     rec = certification_pb2.CompatibilityRecord(
         lane_ids=[lane["lane_id"] for lane in report["lanes"]],
         model_sha256=report["model_sha256"],  # equal to the digest compat.log names (checked above)
@@ -110,16 +140,27 @@ def build(out_dir: pathlib.Path, record_ids: dict[str, str]) -> certification_pb
             max_abs_delta_logit=c["max_abs_delta_logit"], mean_kl=c["mean_kl"],
             top1_agreement_decisive=c["top1_agreement_decisive"], greedy_agreement=c["greedy_agreement"],
             positions=c["n_tokens"], decisive_positions=c["n_decisive"]))
+    try:
+        json_format.ParseDict(report["recipe"], rec.recipe)
+    except json_format.ParseError as err:
+        raise CompatibilityInputError(f"{out_dir}: the measurement's recipe is not a Recipe ({err})") from err
+    bound = []
     for lane in report["lanes"]:
         entry = rec.lanes.add(lane_id=lane["lane_id"], build_evidence_digest=lane["build_evidence_digest"],
                               server_device=lane["server_device"])
         json_format.ParseDict(lane["device_class"], entry.device_class)
-        rid = record_ids.get(lane["certification_report_digest"], "")
-        if not rid:
+        cert = certified.get(lane["certification_report_digest"]) if lane["certification_report_digest"] else None
+        if cert is None:
             raise CompatibilityInputError(
                 f"lane {lane['lane_id']}: no certification record for its runner report "
                 f"{lane['certification_report_digest'] or '(none named)'}: certify the lane from that run first")
-        rec.certification_record_ids.append(rid)
+        if cert.scope.lane_id != lane["lane_id"] or cert.build_evidence_digest != lane["build_evidence_digest"]:
+            raise CompatibilityInputError(
+                f"lane {lane['lane_id']}: the certification record of its runner report is of lane "
+                f"{cert.scope.lane_id} built as {cert.build_evidence_digest}, not the build measured")
+        rec.certification_record_ids.append(cert.record_id)
+        bound.append(cert)
+    rec.upstream_commit, rec.patch_stack_digest = _pin(bound)
     for value in (rec.kl_divergence, rec.max_abs_delta_logit, rec.top1_agreement, rec.greedy_agreement):
         if not math.isfinite(value):
             raise CompatibilityInputError("non-finite figure in the measurement")

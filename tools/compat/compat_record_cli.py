@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     del argv
     try:
         rec = compat_record.build(pathlib.Path(FLAGS.measurement),
-                                  compat_record.record_ids_by_report_digest(pathlib.Path(FLAGS.records)))
+                                  compat_record.records_by_report_digest(pathlib.Path(FLAGS.records)))
     except compat_record.CompatibilityInputError as err:
         print(f"compat_record: {err}", file=sys.stderr)
         return 1

@@ -6,10 +6,15 @@ each on its lane's device, and a client that splits the model's layers across th
 logits are compared with each lane alone and with the CPU lane (max |delta logit|, mean KL, top-1
 agreement on decisive positions), and greedy continuations are compared too.
 
+Every party runs one recipe (RecipeFlags: by default the lanes' certified one, KV f16 with flash
+attention on, full offload), and the record states it as the Recipe derived from the argv this module
+built for the route's commands (recipe_from_argv), never from what a lane printed.
+
 Everything lands in <out_dir>: logs/compat.log (every command as a `$` block with its output and
-exit), logs/rpc.<lane>.log (each server's own output: protocol version, devices, connections),
-logs/greedy.<who>.<i>.txt (each continuation), logs/logits.npz (every logits array compared) and
-compat_report.json: the figures, which recompute(out_dir) re-derives from those raw files alone.
+exit), logs/compat.config.json (the tool's own configuration: the recipe), logs/rpc.<lane>.log (each
+server's own output: protocol version, devices, connections), logs/greedy.<who>.<i>.txt (each
+continuation), logs/logits.npz (every logits array compared) and compat_report.json: the figures,
+which recompute(out_dir) re-derives from those raw files alone.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ import subprocess
 import time
 
 import numpy as np
+from google.protobuf import json_format
 
+from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
 from tools.model import reference_forward
 from tools.runner import backends, exits, log_blocks
@@ -53,6 +60,10 @@ _RPC_VERSION = re.compile(r"Starting RPC server v(\d+\.\d+\.\d+)")
 # One line per server that holds weights; the device index restarts at 0 on every server, so the
 # endpoint is what tells them apart: `load_tensors: RPC0[127.0.0.1:38163] model buffer size = 4.50 MiB`.
 _RPC_BUFFER = re.compile(r"load_tensors: +RPC\d*\[([^\]]+)\] model buffer size = +([0-9.]+) MiB")
+# -ngl for "every layer": more layers than any GGUF model has (llama.cpp then offloads the output
+# layer too); the recipe states it as n_gpu_layers -1, as a lane record's full offload.
+OFFLOAD_ALL = 999
+RECIPE_CONFIG_KEY = "recipe"
 
 
 class RouteError(Exception):
@@ -75,6 +86,19 @@ class RouteLane:
     @property
     def server_device(self) -> str:
         return self.device or backends.get(self.backend).rpc_device
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeFlags:
+    """How every party runs the model. The defaults are the CUDA and Vulkan lanes' certified recipe
+    (their records prove KV f16 with flash attention on, ctx 1024, batch 1024/512), so the
+    compatibility record covers the recipe a route over them serves."""
+
+    kv_cache_type: str = "f16"  # K and V
+    flash_attention: str = "on"  # on | off
+    context_size: int = 1024  # llama-completion's -c (llama-logits sizes its context to the prompt)
+    batch_size: int = 1024
+    ubatch_size: int = 512
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,18 +129,53 @@ def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float) -> bool
 
 
 def logits_argv(binary: pathlib.Path, model: pathlib.Path, prompt: str, out: pathlib.Path, threads: int,
-                route: list[str] | None = None) -> list[str]:
-    # F32 everywhere we can choose it: flash attention off and an F32 KV cache, as reference parity.
+                route: list[str] | None = None, flags: RecipeFlags = RecipeFlags()) -> list[str]:
+    # llama-logits takes no -c/-b/-ub: its context is the prompt plus 16 tokens, one batch.
     argv = [str(binary), "-m", str(model), "-p", prompt, "-o", str(out), "-t", str(threads),
-            "-fa", "off", "-ctk", "f32", "-ctv", "f32"]
+            "-fa", flags.flash_attention, "-ctk", flags.kv_cache_type, "-ctv", flags.kv_cache_type]
     return argv + (route or [])
 
 
 def greedy_argv(binary: pathlib.Path, model: pathlib.Path, prompt: str, threads: int,
-                route: list[str] | None = None) -> list[str]:
+                route: list[str] | None = None, flags: RecipeFlags = RecipeFlags()) -> list[str]:
     return [str(binary), "-m", str(model), "-p", prompt, "-n", str(N_PREDICT), "--temp", "0", "-s", str(SEED),
-            "--ignore-eos", "-no-cnv", "-t", str(threads), "-fa", "off", "-ctk", "f32", "-ctv", "f32",
-            "--no-display-prompt", *(route or [])]
+            "--ignore-eos", "-no-cnv", "-t", str(threads), "-fa", flags.flash_attention,
+            "-ctk", flags.kv_cache_type, "-ctv", flags.kv_cache_type, "-c", str(flags.context_size),
+            "-b", str(flags.batch_size), "-ub", str(flags.ubatch_size), "--no-display-prompt", *(route or [])]
+
+
+def is_route_command(argv: list[str]) -> bool:
+    """A command of the route itself (the client over the rpc-servers), not a comparison party."""
+    return "-rpc" in argv or "--rpc" in argv
+
+
+def recipe_from_argv(argvs: list[list[str]]) -> rpb.Recipe:
+    """The recipe the route's commands ran, read from their argv alone (the fields of a lane record's
+    recipe, tools/runner/recipe.py): -ctk/-ctv (llama.cpp's f16 when absent), -fa when on/off (auto
+    proves no mode), -ngl (OFFLOAD_ALL or more: -1, every layer; the fewest otherwise; absent: 0),
+    the largest -c/-b/-ub and -np (absent: 1, one sequence per command). How long a sequence was is
+    the prompts', not a flag: context_per_sequence and longest_sequence_tokens stay unstated (0)."""
+    kv: set[str] = set()
+    fa: set[str] = set()
+    offload: list[int] = []
+    sizes = {"context_size": 0, "batch_size": 0, "ubatch_size": 0, "parallel_sequences": 0}
+    names = {"context_size": ("-c", "--ctx-size"), "batch_size": ("-b", "--batch-size"),
+             "ubatch_size": ("-ub", "--ubatch-size"), "parallel_sequences": ("-np", "--parallel")}
+    for argv in argvs:
+        kv.add(log_blocks.flag_value(argv, "-ctk", "--cache-type-k") or "f16")
+        kv.add(log_blocks.flag_value(argv, "-ctv", "--cache-type-v") or "f16")
+        mode = log_blocks.flag_value(argv, "-fa", "--flash-attn")
+        if mode in ("on", "off"):
+            fa.add(mode)
+        ngl = log_blocks.flag_value(argv, "-ngl", "--n-gpu-layers", "--gpu-layers")
+        layers = int(ngl) if ngl is not None and ngl.isdigit() else 0  # -1/auto: nothing claimed
+        offload.append(-1 if layers >= OFFLOAD_ALL else layers)
+        for field, flag_names in names.items():
+            value = log_blocks.flag_value(argv, *flag_names)
+            given = int(value) if value is not None and value.isdigit() else (1 if field == "parallel_sequences" else 0)
+            sizes[field] = max(sizes[field], given)
+    ngl = 0 if not offload else -1 if all(o == -1 for o in offload) else min(o for o in offload if o != -1)
+    return rpb.Recipe(kv_cache_types=sorted(kv), flash_attention=sorted(fa), n_gpu_layers=ngl, **sizes)
 
 
 def default_split(n_servers: int) -> str:
@@ -131,10 +190,15 @@ def default_split(n_servers: int) -> str:
 
 def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, model: pathlib.Path,
             out_dir: pathlib.Path, tolerances: Tolerances, threads: int, timeout_s: float = 300,
-            tensor_split: str = "", cpu_evidence: pathlib.Path | None = None) -> dict:
-    """Runs the route and every comparison; writes the raw files and compat_report.json; returns it.
-    `cpu_evidence` is the CPU lane's build evidence (its lane manifest's), which the report names by
-    digest; without it (or where it is not a file) the report names none."""
+            tensor_split: str = "", cpu_evidence: pathlib.Path | None = None,
+            flags: RecipeFlags = RecipeFlags()) -> dict:
+    """Runs the route and every comparison, every party under `flags`; writes the raw files and
+    compat_report.json; returns it. `cpu_evidence` is the CPU lane's build evidence (its lane
+    manifest's), which the report names by digest; without it (or where it is not a file) the report
+    names none. The step's exit file (compat.exit) says PASS only when the route was measured and is
+    compatible."""
+    if flags.flash_attention not in ("on", "off"):
+        raise RouteError(f"flash attention {flags.flash_attention!r}: give on or off (auto proves no mode)")
     if len(lanes) < 2 or len({lane.backend for lane in lanes}) < 2:
         raise RouteError("a mixed route needs two or more lanes of different backends")
     aliases = [lane.alias for lane in lanes]
@@ -159,7 +223,8 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
         step.log(f"# lanes-config tol_{key}={value!r}")
     servers: list[tuple[RouteLane, int, subprocess.Popen, pathlib.Path]] = []
     arrays: dict[str, np.ndarray] = {}
-    status = 1
+    route_argvs: list[list[str]] = []  # what the route ran: its recipe
+    measured = False
     try:
         for lane in lanes:
             port = _free_port()
@@ -174,32 +239,36 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
             servers.append((lane, port, proc, log_path))
         endpoints = ",".join(f"127.0.0.1:{port}" for _, port, _, _ in servers)
         split = tensor_split or default_split(len(servers))
-        route_args = ["-ngl", "99", "-rpc", endpoints, "-dev", ",".join(f"RPC{i}" for i in range(len(servers))),
+        offload = ["-ngl", str(OFFLOAD_ALL)]
+        route_args = [*offload, "-rpc", endpoints, "-dev", ",".join(f"RPC{i}" for i in range(len(servers))),
                       "-ts", split]
-        greedy_route = ["-ngl", "99", "--rpc", endpoints, "--device", ",".join(f"RPC{i}" for i in range(len(servers))),
+        greedy_route = [*offload, "--rpc", endpoints, "--device", ",".join(f"RPC{i}" for i in range(len(servers))),
                         "-ts", split]
         step.log(f"# lanes-config endpoints={endpoints}")
         client_lane = by_id[client]
         parties = [("route", client_lane.lane_dir, route_args, greedy_route)]
-        parties += [(lane.alias, lane.lane_dir, ["-ngl", "99"], ["-ngl", "99"]) for lane in lanes]
+        parties += [(lane.alias, lane.lane_dir, offload, offload) for lane in lanes]
         parties += [("cpu", cpu_lane_dir, [], [])]
         for who, lane_dir, args, gargs in parties:
             for i, prompt in enumerate(PROMPTS):
                 if i < LOGIT_PROMPTS:
                     out = logs / f"logits.{who}.{i}.bin"
-                    res = step.run(logits_argv(lane_dir / "bin" / "llama-logits", model, prompt, out, threads, args),
-                                   timeout_s)
+                    argv = logits_argv(lane_dir / "bin" / "llama-logits", model, prompt, out, threads, args, flags)
+                    if who == "route":
+                        route_argvs.append(argv)
+                    res = step.run(argv, timeout_s)
                     if res.exit_code != 0 or not out.is_file():
                         raise RouteError(f"llama-logits for {who}, prompt {i}, exited {exits.describe(res.exit_code)} (see {step.log_path})")
                     tokens, values = reference_forward.read_logits_file(out)
                     arrays[f"{who}.{i}.tokens"], arrays[f"{who}.{i}.logits"] = np.asarray(tokens), np.asarray(values)
                     out.unlink()
                 text = logs / f"greedy.{who}.{i}.txt"
-                step.log(f"$ {' '.join(greedy_argv(lane_dir / 'bin' / 'llama-completion', model, prompt, threads, gargs))}"
-                         f"  (stdout: {text.name})")
+                argv = greedy_argv(lane_dir / "bin" / "llama-completion", model, prompt, threads, gargs, flags)
+                if who == "route":
+                    route_argvs.append(argv)
+                step.log(log_blocks.command_line(argv, f"stdout: {text.name}"))
                 started = time.monotonic()
-                proc = tracker.popen(greedy_argv(lane_dir / "bin" / "llama-completion", model, prompt, threads, gargs),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                proc = tracker.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                 try:
                     stdout, stderr = proc.communicate(timeout=timeout_s)
                 except subprocess.TimeoutExpired as err:
@@ -210,12 +279,21 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                 step.log(f"# exit {proc.returncode} after {time.monotonic() - started:.2f}s")
                 if proc.returncode != 0:
                     raise RouteError(f"llama-completion for {who}, prompt {i}, exited {exits.describe(proc.returncode)} (see {step.log_path})")
-        status = 0
+        # The tool's own file, not a log line a lane's output could repeat: recompute reads it there.
+        step.config(RECIPE_CONFIG_KEY, json.dumps(json_format.MessageToDict(recipe_from_argv(route_argvs)),
+                                                  sort_keys=True))
+        measured = True
     finally:
         tracker.stop_all(grace_s=2.0)
         with open(logs / LOGITS_FILE, "wb") as f:
             np.savez_compressed(f, **arrays)
-        step.finish(status, "measured" if status == 0 else "failed: see the last command")
+        if not measured:  # the exception on its way names the command
+            step.finish(rpb.CheckResult.FAIL, "failed: see the last command")
+    figures = recompute(out_dir)
+    # CheckResult statuses (Step.finish writes "<0|1> <status>"), never a process exit code: 0 is
+    # STATUS_UNSPECIFIED, and a passing measurement once read "1 STATUS_UNSPECIFIED".
+    step.finish(rpb.CheckResult.PASS if figures["compatible"] else rpb.CheckResult.FAIL,
+                "compatible" if figures["compatible"] else "not compatible: " + "; ".join(figures["problems"]))
     report = {
         "schema_version": SCHEMA_VERSION,
         "lanes": [{"lane_id": lane.lane_id, "backend": lane.backend, "server_device": lane.server_device,
@@ -229,7 +307,7 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
         "network": {"endpoints": endpoints.split(","), "loopback": True,
                     "path": "client and every rpc-server on one host, TCP over 127.0.0.1"},
     }
-    report.update(recompute(out_dir))
+    report.update(figures)
     report["log_digests"] = {p.name: _digest(p) for p in sorted(logs.iterdir()) if p.is_file()}
     (out_dir / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     return report
@@ -246,22 +324,23 @@ def _evidence_digest(evidence: pathlib.Path | None) -> str:
 def _device_class(report: pathlib.Path | None) -> dict:
     if report is None:
         return {}
-    from google.protobuf import json_format
-
-    from proto import runner_report_pb2 as rpb
     rep = rpb.RunnerReport()
     rep.ParseFromString(pathlib.Path(report).read_bytes())
     return json_format.MessageToDict(rep.device_class)
 
 
 def recompute(out_dir: pathlib.Path) -> dict:
-    """Every figure, from logs/logits.npz, logs/greedy.*.txt, logs/rpc.*.log and compat.log only."""
+    """Every figure, from logs/logits.npz, logs/greedy.*.txt, logs/rpc.*.log, compat.log and
+    compat.config.json only."""
     logs = pathlib.Path(out_dir) / "logs"
     text = log_blocks.read(logs / "compat.log")
     cfg = log_blocks.config_values(text)
     tol = {k.removeprefix("tol_"): float(v) for k, v in cfg.items() if k.startswith("tol_")}
     tie = float(cfg.get("tie_margin", TIE_MARGIN))
     problems: list[str] = []
+    recipe, why = _measured_recipe(logs, text)
+    if why:
+        problems.append(why)
     per_server = {p.name: _RPC_VERSION.findall(log_blocks.read(p)) for p in sorted(logs.glob("rpc.*.log"))}
     versions = sorted({v for found in per_server.values() for v in found})
     if len(per_server) < 2 or any(len(found) != 1 for found in per_server.values()) or len(versions) != 1:
@@ -336,7 +415,25 @@ def recompute(out_dir: pathlib.Path) -> dict:
             "model_sha256": cfg.get("model_sha256", ""), "prompts_measured": n_prompts,
             "logit_prompts_measured": n_logit_prompts,
             "lanes_measured": sorted(v for k, v in cfg.items() if k.startswith("lane.")),
-            "endpoints": [e for e in cfg.get("endpoints", "").split(",") if e]}
+            "endpoints": [e for e in cfg.get("endpoints", "").split(",") if e], "recipe": recipe}
+
+
+def _measured_recipe(logs: pathlib.Path, text: str) -> tuple[dict, str]:
+    """(the recipe compat.config.json states, as a Recipe JSON dict, and why it is not what the
+    route's commands in compat.log ran; empty when it is). A measurement made before the recipe was
+    recorded states none ({}): its figures stand, and the record built from it carries no recipe."""
+    path = log_blocks.config_path(logs, "compat")
+    if not path.is_file():
+        return {}, ""
+    try:
+        stated = json.loads(log_blocks.load_config(path).get(RECIPE_CONFIG_KEY, "{}"))
+    except (log_blocks.StepConfigError, ValueError) as err:
+        return {}, f"{path.name}: no readable recipe ({err})"
+    ran = [cmd.argv for cmd in log_blocks.commands(text) if is_route_command(cmd.argv)]
+    derived = json_format.MessageToDict(recipe_from_argv(ran)) if ran else {}
+    if stated != derived:
+        return {}, f"{path.name} states recipe {stated}, the route's commands in compat.log ran {derived}"
+    return stated, ""
 
 
 def _same_nonempty(a: pathlib.Path, b: pathlib.Path) -> bool:

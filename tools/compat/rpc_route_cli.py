@@ -7,6 +7,8 @@
       --model=tiny.gguf --spec=spec.json --out_dir=OUT
 
 Each --lane is LANE_ID:LANE_DIR[:DEVICE[:RUNNER_REPORT]]; its build evidence is LANE_DIR.evidence.pb.
+Every party runs the recipe --kv_cache_type, --flash_attention, --context_size, --batch_size,
+--ubatch_size give (default: the lanes' certified one), which the compatibility record then states.
 Exit 0 only when every comparison is within tolerance (OUT/compat_report.json says why not).
 """
 
@@ -31,6 +33,12 @@ flags.DEFINE_string("model", None, "GGUF model.")
 flags.DEFINE_string("spec", None, "The lane spec (//lanes:spec.json): backends of the lanes.")
 flags.DEFINE_string("out_dir", None, "Where logs/ and compat_report.json go.")
 flags.DEFINE_string("tensor_split", "", "-ts weights for the route (default 1,2,...: every server gets a layer).")
+_RECIPE = rpc_route.RecipeFlags()
+flags.DEFINE_string("kv_cache_type", _RECIPE.kv_cache_type, "K and V cache type of every party (-ctk/-ctv).")
+flags.DEFINE_enum("flash_attention", _RECIPE.flash_attention, ["on", "off"], "Flash attention of every party (-fa).")
+flags.DEFINE_integer("context_size", _RECIPE.context_size, "llama-completion's -c.")
+flags.DEFINE_integer("batch_size", _RECIPE.batch_size, "llama-completion's -b.")
+flags.DEFINE_integer("ubatch_size", _RECIPE.ubatch_size, "llama-completion's -ub.")
 flags.DEFINE_float("max_abs_delta_logit", rpc_route.Tolerances.max_abs_delta_logit, "Tolerance.")
 flags.DEFINE_float("max_mean_kl", rpc_route.Tolerances.max_mean_kl, "Tolerance (nats).")
 flags.DEFINE_float("min_top1_agreement", rpc_route.Tolerances.min_top1_agreement, "On decisive positions.")
@@ -60,7 +68,9 @@ def main(argv: list[str]) -> int:
         report = rpc_route.measure(lanes, FLAGS.client, pathlib.Path(FLAGS.cpu_lane_dir).absolute(),
                                    pathlib.Path(FLAGS.model).absolute(), pathlib.Path(FLAGS.out_dir).absolute(), tol,
                                    threads=os.cpu_count() or 1, tensor_split=FLAGS.tensor_split,
-                                   cpu_evidence=pathlib.Path(FLAGS.cpu_evidence).absolute() if FLAGS.cpu_evidence else None)
+                                   cpu_evidence=pathlib.Path(FLAGS.cpu_evidence).absolute() if FLAGS.cpu_evidence else None,
+                                   flags=rpc_route.RecipeFlags(FLAGS.kv_cache_type, FLAGS.flash_attention,
+                                                               FLAGS.context_size, FLAGS.batch_size, FLAGS.ubatch_size))
     except rpc_route.RouteError as err:
         print(f"rpc_route: {err}", file=sys.stderr)
         return 1

@@ -9,15 +9,33 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from google.protobuf import json_format
 
+from proto import certification_pb2
 from tools.compat import compat_record, rpc_route
+from tools.runner import log_blocks
 
 PARTIES = ("route", "cuda", "vulkan", "cpu")
+ROUTE = ["-ngl", str(rpc_route.OFFLOAD_ALL), "-rpc", "127.0.0.1:1,127.0.0.1:2", "-dev", "RPC0,RPC1"]
+M = pathlib.Path("m.gguf")
+
+
+def _route_argv(i: int, flags: rpc_route.RecipeFlags = rpc_route.RecipeFlags()) -> list[str]:
+    return rpc_route.logits_argv(pathlib.Path("/lanes/cuda/bin/llama-logits"), M, f"p{i}", pathlib.Path("x"), 4, ROUTE,
+                                 flags)
+
+
+def _greedy_route_argv(i: int) -> list[str]:
+    return rpc_route.greedy_argv(pathlib.Path("/lanes/cuda/bin/llama-completion"), M, f"p{i}", 4,
+                                 ["-ngl", str(rpc_route.OFFLOAD_ALL), "--rpc", "127.0.0.1:1,127.0.0.1:2"])
 
 
 def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str, ...] = ("RPC0", "RPC1"),
                versions: tuple[str, ...] = ("3.0.0", "3.0.0"), greedy_route: str = "the same words",
-               kv_layers: tuple[str, ...] = ("RPC0", "RPC1"), logit_prompts: int | None = None) -> pathlib.Path:
+               kv_layers: tuple[str, ...] = ("RPC0", "RPC1"), logit_prompts: int | None = None,
+               recipe: dict | None = None, logged_flags: rpc_route.RecipeFlags = rpc_route.RecipeFlags()) -> pathlib.Path:
+    """A measurement's raw files as measure() writes them; `recipe` is compat.config.json's (default:
+    what the logged route commands ran; {}: no config file, as a measurement made before it)."""
     logs = out / "logs"
     logs.mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -39,11 +57,17 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
             arrays[f"{who}.{i}.tokens"] = tokens
             arrays[f"{who}.{i}.logits"] = base + noise * rng.normal(size=base.shape).astype(np.float32)
             (logs / f"greedy.{who}.{i}.txt").write_text(greedy_route if who == "route" else "the same words")
-        lines.append(f"$ /lanes/cuda/bin/llama-logits -m m.gguf -p p{i} -o x -ngl 99 -rpc 127.0.0.1:1,127.0.0.1:2 -dev RPC0,RPC1")
+        lines.append(log_blocks.command_line(_route_argv(i, logged_flags)))
         lines += [f"load_tensors: RPC0[127.0.0.1:{n + 1}] model buffer size =     2.00 MiB" for n, d in enumerate(split)]
         lines += [f"llama_kv_cache: layer   {n}: dev = {d}" for n, d in enumerate(kv_layers)]
         lines.append("# exit 0 after 0.50s")
+        lines += [log_blocks.command_line(_greedy_route_argv(i), f"stdout: greedy.route.{i}.txt"), "# exit 0 after 0.10s"]
     (logs / "compat.log").write_text("\n".join(lines) + "\n")
+    if recipe is None:
+        recipe = json_format.MessageToDict(rpc_route.recipe_from_argv(
+            [argv for i in range(2) for argv in (_route_argv(i), _greedy_route_argv(i))]))
+    if recipe:
+        log_blocks.write_config(log_blocks.config_path(logs, "compat"), {rpc_route.RECIPE_CONFIG_KEY: json.dumps(recipe)})
     for alias, version in zip(("cuda", "vulkan"), versions):
         (logs / f"rpc.{alias}.log").write_text(f"Starting RPC server v{version}\n  endpoint : 127.0.0.1:1\n")
     with open(logs / rpc_route.LOGITS_FILE, "wb") as f:
@@ -167,7 +191,20 @@ def _measured(tmp_path, **kw) -> pathlib.Path:
     return out
 
 
-IDS = {"sha256:" + "a" * 64: "rec-cuda", "sha256:" + "b" * 64: "rec-vulkan"}
+COMMIT, PATCHES = "0c1e57098bba43ac29e6e3b677cdceebdd22334f", "sha256:" + "7" * 64
+
+
+def _cert(record_id: str, lane_id: str, evidence: str, commit: str = COMMIT,
+          patches: str = PATCHES) -> certification_pb2.CertificationRecord:
+    """A lane's certification record as records_by_report_digest reads it (unsigned payload)."""
+    rec = certification_pb2.CertificationRecord(record_id=record_id, build_evidence_digest=evidence,
+                                                upstream_commit=commit, patch_stack_digest=patches)
+    rec.scope.lane_id = lane_id
+    return rec
+
+
+IDS = {"sha256:" + "a" * 64: _cert("rec-cuda", "linux-x86_64-cuda", "sha256:" + "1" * 64),
+       "sha256:" + "b" * 64: _cert("rec-vulkan", "linux-x86_64-vulkan", "sha256:" + "2" * 64)}
 
 
 def test_record_from_a_compatible_measurement(tmp_path):
@@ -177,6 +214,55 @@ def test_record_from_a_compatible_measurement(tmp_path):
     assert rec.rpc_protocol_version == "3.0.0" and rec.loopback and rec.prompts == 2
     assert rec.lanes[1].device_class.backend == "vulkan"
     assert set(rec.comparisons) == {"cuda", "vulkan", "cpu"}
+    # The lanes' certified recipe by default, from the argv the tool built: KV f16, flash attention on.
+    assert list(rec.recipe.kv_cache_types) == ["f16"] and list(rec.recipe.flash_attention) == ["on"]
+    assert rec.recipe.n_gpu_layers == -1 and rec.recipe.parallel_sequences == 1
+    assert (rec.recipe.context_size, rec.recipe.batch_size, rec.recipe.ubatch_size) == (1024, 1024, 512)
+    # The pin of the lanes' certification records.
+    assert (rec.upstream_commit, rec.patch_stack_digest) == (COMMIT, PATCHES)
+
+
+def test_recipe_is_what_the_argv_says():
+    recipe = rpc_route.recipe_from_argv([_route_argv(0, rpc_route.RecipeFlags("q8_0", "off")), _greedy_route_argv(0)])
+    assert list(recipe.kv_cache_types) == ["f16", "q8_0"] and list(recipe.flash_attention) == ["off", "on"]
+    auto = rpc_route.recipe_from_argv([["llama-logits", "-fa", "auto", "-ngl", "-1", "-rpc", "x"]])
+    # auto proves no flash-attention mode; -1 (auto-fit in llama.cpp) claims no offload; one sequence.
+    assert list(auto.flash_attention) == [] and auto.n_gpu_layers == 0 and auto.parallel_sequences == 1
+    assert list(auto.kv_cache_types) == ["f16"]  # llama.cpp's default
+    assert rpc_route.recipe_from_argv([["llama-logits", "-ngl", "12"], ["llama-logits", "-ngl", "999"]]).n_gpu_layers == 12
+
+
+def test_a_measurement_without_a_recipe_keeps_its_figures_but_makes_no_record(tmp_path):
+    # As the committed CUDA+Vulkan measurement: made before the recipe was recorded.
+    out = _measured(tmp_path, recipe={})
+    result = rpc_route.recompute(out)
+    assert result["compatible"] and result["recipe"] == {}
+    _assert_refused(out, "states no recipe")
+
+
+def test_a_stated_recipe_other_than_the_route_ran_is_refused(tmp_path):
+    # compat.config.json says f16/on, the logged route commands ran f32 with flash attention off.
+    result = rpc_route.recompute(_write_run(tmp_path, logged_flags=rpc_route.RecipeFlags("f32", "off")))
+    assert not result["compatible"] and result["recipe"] == {}
+    assert any("compat.config.json states recipe" in p for p in result["problems"])
+
+
+def test_edited_report_recipe_is_refused(tmp_path):
+    out = _measured(tmp_path)
+    _edit_report(out, lambda report: report["recipe"].update(flashAttention=["off", "on"]))
+    _assert_refused(out, "recipe differs")
+
+
+@pytest.mark.parametrize("certs, match", [
+    ({**IDS, "sha256:" + "b" * 64: _cert("rec-vulkan", "linux-x86_64-vulkan", "sha256:" + "2" * 64, commit="f" * 40)},
+     "different llama.cpp pins"),
+    ({k: _cert(v.record_id, v.scope.lane_id, v.build_evidence_digest, patches="") for k, v in IDS.items()},
+     "no upstream commit or patch stack digest"),
+    ({**IDS, "sha256:" + "b" * 64: _cert("rec-vulkan", "linux-x86_64-vulkan", "sha256:" + "9" * 64)},
+     "not the build measured"),
+])
+def test_the_pin_comes_from_the_lanes_certification_records(tmp_path, certs, match):
+    _assert_refused(_measured(tmp_path), match, certs)
 
 
 def _report(out: pathlib.Path) -> dict:
@@ -190,9 +276,9 @@ def _edit_report(out: pathlib.Path, edit: Callable[[dict], object]) -> None:
     (out / rpc_route.REPORT_FILE).write_text(json.dumps(report))
 
 
-def _assert_refused(out: pathlib.Path, match: str) -> None:
+def _assert_refused(out: pathlib.Path, match: str, certs: dict = IDS) -> None:
     with pytest.raises(compat_record.CompatibilityInputError, match=match):
-        compat_record.build(out, IDS)
+        compat_record.build(out, certs)
 
 
 def test_edited_report_is_refused(tmp_path):
@@ -238,7 +324,7 @@ def test_incompatible_measurement_is_not_recorded(tmp_path):
 
 def test_lane_without_its_certification_record_is_refused(tmp_path):
     with pytest.raises(compat_record.CompatibilityInputError, match="linux-x86_64-vulkan: no certification record"):
-        compat_record.build(_measured(tmp_path), {"sha256:" + "a" * 64: "rec-cuda"})
+        compat_record.build(_measured(tmp_path), {"sha256:" + "a" * 64: IDS["sha256:" + "a" * 64]})
 
 
 def test_logits_on_the_first_prompts_greedy_on_all(tmp_path):

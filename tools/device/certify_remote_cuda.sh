@@ -5,13 +5,16 @@
 # evidence (tools/device/pack.sh makes the carry folder); nothing is rebuilt here. Signing happens
 # back on the issuer's machine (certify_cli --mode=sign): the private key never travels.
 #
-#   usage: certify_remote_cuda.sh CARRY_DIR OUT_DIR
+#   usage: certify_remote_cuda.sh CARRY_DIR OUT_DIR [MODEL.gguf ...]
+#   The embedded model first, then each MODEL (e.g. a locked model carried from a model store), one
+#   certification run each: OUT_DIR/run.tar.xz (embedded), OUT_DIR/run-<model file stem>.tar.xz.
 #   KILL_DURING=<step> (optional, issue 15): first start a bring-up run (non-recordable), SIGKILL the
 #   runner once <step> has started, and record what is left (processes, GPU memory) in
 #   OUT_DIR/kill_test.txt; the certification run that follows is "the next run" whose preflight
 #   must find the dead run's lock and report what it reaped.
 set -euo pipefail
-carry=$(cd "$1" && pwd); out=$2
+carry=$(cd "$1" && pwd); out=$2; shift 2
+for model in "$@"; do [ -f "$model" ] || { echo "certify_remote_cuda.sh: no model file $model" >&2; exit 2; }; done
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-remote.XXXXXX)
 mkdir -p "$out"
@@ -32,11 +35,11 @@ lanes_remote_models
 # by the runner itself, inside its preflight and speed steps, so that they are digested with the run.
 lanes_remote_cuda_libs "$work/lanes/cuda"
 
+embedded=(--model="$models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf)
 runner_args=(--lane=linux-x86_64-cuda
   --lane_dir="$work/lanes/cuda" --evidence="$work/lanes/cuda.evidence.pb"
   --cpu_lane_dir="$work/lanes/cpu" --cpu_lane_evidence="$work/lanes/cpu.evidence.pb" --spec="$carry/spec.json"
   --ctest_bundle="$work/lanes/cuda_ctest"
-  --model="$models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf
   --roofline_model="$models/roofline_f16.gguf" --policy="$repo/evidence/policy.json")
 
 gpu_state() {  # GPU memory in use and every process of either lane still alive
@@ -50,7 +53,7 @@ gpu_state() {  # GPU memory in use and every process of either lane still alive
 if [ -n "${KILL_DURING:-}" ]; then
   {
     gpu_state "baseline before the killed run"
-    python3 -m tools.runner.runner "${runner_args[@]}" --skip=fixture_parity,op_oracle \
+    python3 -m tools.runner.runner "${runner_args[@]}" "${embedded[@]}" --skip=fixture_parity,op_oracle \
       --out_dir="$work/killed" --report="$work/killed/runner_report.pb" > "$out/killed_runner.txt" 2>&1 &
     victim=$!
     for _ in $(seq 600); do [ -e "$work/killed/logs/$KILL_DURING.log" ] && break; sleep 0.2; done
@@ -64,14 +67,25 @@ if [ -n "${KILL_DURING:-}" ]; then
   } 2>&1 | tee "$out/kill_test.txt"
 fi
 
-set +e
-python3 -m tools.runner.runner "${runner_args[@]}" \
-  --out_dir="$work/run" --report="$work/run/runner_report.pb" 2>&1 | tee "$out/runner.txt"
-status=${PIPESTATUS[0]}
-set -e
-tar -cJf "$out/run.tar.xz" -C "$work" run
+certify() {  # $1: run name, then the model flags; the run goes to $work/$1, its archive to $out/$1.tar.xz
+  local name=$1 status; shift
+  set +e
+  python3 -m tools.runner.runner "${runner_args[@]}" "$@" \
+    --out_dir="$work/$name" --report="$work/$name/runner_report.pb" 2>&1 | tee "$out/$name.txt"
+  status=${PIPESTATUS[0]}
+  set -e
+  tar -cJf "$out/$name.tar.xz" -C "$work" "$name"
+  echo "runner exit status $status ($name)"
+  return "$status"
+}
+
+overall=0
+certify run "${embedded[@]}" || overall=1
 # Kept on this machine for certify_remote_vulkan.sh (the mixed route names the CUDA lane's run).
 rm -rf /tmp/lanes-stash/cuda-run; mkdir -p /tmp/lanes-stash; cp -r "$work/run" /tmp/lanes-stash/cuda-run
+for model in "$@"; do
+  stem=$(basename "$model" .gguf)
+  certify "run-$stem" --model="$model" --model_source="model-store:$model" || overall=1
+done
 [ -n "${KILL_DURING:-}" ] && gpu_state "after the certification run" >> "$out/kill_test.txt"
-echo "runner exit status $status"
-exit "$status"
+exit "$overall"

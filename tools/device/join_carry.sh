@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# On the GPU host: stashes one part of a split carry (split_carry.sh) in /tmp/lanes-stash/parts;
+# On the GPU host: stashes one part of a split carry (split_carry.sh) in /tmp/lanes-stash/parts-NAME;
 # once every part is there, checks the whole stream's sha256 and unpacks it into
-# /tmp/lanes-stash/carry. Exit 0 when unpacked, 10 while parts are missing, 1 on a bad stream.
-#   usage: tools/device/join_carry.sh PART_DIR
+# /tmp/lanes-stash/NAME (default: carry). Exit 0 when unpacked, 10 while parts are missing, 1 on a
+# bad stream. Carries of different NAMEs (the lanes, the models) are stashed side by side.
+#   usage: tools/device/join_carry.sh PART_DIR [NAME]
 set -euo pipefail
-part=$1 stash=/tmp/lanes-stash/parts dest=/tmp/lanes-stash/carry
+part=$1 name=${2:-carry}
+stash=/tmp/lanes-stash/parts-$name dest=/tmp/lanes-stash/$name
 mkdir -p "$stash"
 read -r n sha < <(sed 's/parts=\([0-9]*\) sha256=\([0-9a-f]*\)/\1 \2/' "$part/PARTS")
 if [ -f "$stash/PARTS" ] && ! cmp -s "$stash/PARTS" "$part/PARTS"; then

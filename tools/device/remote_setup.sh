@@ -16,12 +16,19 @@ lanes_remote_python() {
 # /tmp/lanes-stash/models, so runs on the same host use the same files.
 lanes_remote_models() {  # the embedded model and the GPU lanes' roofline model
   lanes_remote_tiny || return 1
-  lanes_remote_synthetic "$models/roofline_f16.gguf" --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
+  lanes_remote_synthetic "$models/roofline_f16.gguf" --dtype f16 --n_layer 8 --n_embd 4096 --n_head 32 --n_head_kv 8 --n_ff 14336
 }
 
 lanes_remote_cpu_models() {  # the embedded model and the CPU lane's roofline model
   lanes_remote_tiny || return 1
-  lanes_remote_synthetic "$models/cpu_roofline_f16.gguf" --n_layer 4 --n_embd 2048 --n_head 16 --n_head_kv 16 --n_ff 5632
+  lanes_remote_synthetic "$models/cpu_roofline_f16.gguf" --dtype f16 --n_layer 4 --n_embd 2048 --n_head 16 --n_head_kv 16 --n_ff 5632
+}
+
+lanes_remote_bench_models() {  # the 7B-shaped Q4_0 model of the lane/upstream bench (speed only)
+  lanes_remote_tiny || return 1
+  # llama-2-7B's shape: 32 layers, 4096 wide, 32 heads, FFN 11008, its 32k vocabulary.
+  lanes_remote_synthetic "$models/llama7b_q4_0.gguf" --dtype q4_0 --n_layer 32 --n_embd 4096 --n_head 32 \
+    --n_head_kv 32 --n_ff 11008
 }
 
 lanes_remote_tiny() {
@@ -39,13 +46,13 @@ lanes_remote_tiny() {
   echo "$(cat "$carry/tiny_llama_f32.sha256")  $tiny" | sha256sum -c - || return 1
 }
 
-lanes_remote_synthetic() {  # $1: the F16 model to make (kept while its digest holds), then its shape
+lanes_remote_synthetic() {  # $1: the model to make (kept while its digest holds), then its --dtype and shape
   local model=$1; shift
   if [ -f "$model" ] && ! sha256sum -c --status "$model.sha256" 2>/dev/null; then
     echo "remaking $model: not the digest it was made with"; rm -f "$model"
   fi
   if [ ! -f "$model" ]; then
-    python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$model.tmp" --dtype f16 "$@"
+    python3 -m tools.model.make_tiny_model --vocab "$carry/ggml-vocab-llama-spm.gguf" --out "$model.tmp" "$@"
     sha256sum "$model.tmp" | sed "s#$model.tmp#$model#" > "$model.sha256"
     mv "$model.tmp" "$model"
   fi

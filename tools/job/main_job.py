@@ -113,7 +113,7 @@ def ensure_trusted(policy_path: pathlib.Path, key_path: pathlib.Path) -> bool:
         lane_required_checks=[(lane_id, "upstream_ctest") for lane_id in in_certification],
         max_record_age_days=None if policy_path.exists() else 90,
         # A fresh policy accepts every record version this verifier knows.
-        supported_record_schema_versions=None if policy_path.exists() else sorted(schema_versions.CERTIFICATION.known()),
+        supported_record_schema_versions=None if policy_path.exists() else schema_versions.known_versions(),
     )
     print(f"certify: enrolled key {keyid[:16]}... in the policy; review and commit it to trust this issuer")
     return True

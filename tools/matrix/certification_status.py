@@ -7,9 +7,10 @@ refusal leaves the lane dark and says why.
 
 from __future__ import annotations
 
+import datetime as dt
 import pathlib
 
-from proto import admission_pb2, runner_report_pb2
+from proto import admission_pb2, certification_pb2, runner_report_pb2
 from tools.admission import admission
 from tools.certify import records as records_lib
 from tools.matrix.capability_matrix import DARK, Certifier
@@ -126,16 +127,33 @@ def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path,
     return certify
 
 
-def compatibility_pairs(policy_path: pathlib.Path, records_dir: pathlib.Path) -> list[dict]:
+def compatibility_probe_recipe(
+    compat: certification_pb2.CompatibilityRecord, named: list[certification_pb2.CertificationRecord],
+) -> runner_report_pb2.Recipe | None:
+    """The recipe a probe of a mixed route asks for: the one the compatibility record was measured
+    under (a lane record's larger recipe, e.g. more parallel sequences, was never run on the route).
+    A record that states none is probed with the first lane's, so admission names the missing recipe
+    (compat-recipe-missing) rather than a recipe mismatch."""
+    if compat.HasField("recipe"):
+        return compat.recipe
+    return named[0].recipe if named and named[0].HasField("recipe") else None
+
+
+def compatibility_pairs(policy_path: pathlib.Path, records_dir: pathlib.Path,
+                        revocations_dir: pathlib.Path | None = None, now: dt.datetime | None = None) -> list[dict]:
     """One row per compatibility record: the lanes, model and device classes it was measured with,
-    and whether admission routes that mixed pipeline under the policy (else the reason).
+    and whether admission routes that mixed pipeline under the policy (else the reason), at `now`
+    (default: the current time), with the signed revocations in revocations_dir applied.
 
     The probe route has one node per lane, each exactly the certified record the compatibility
-    record names, so the verdict is admission's own for the route the record was measured on."""
+    record names, and the recipe it was measured under, so the verdict is admission's own for the
+    route the record was measured on."""
     if not policy_path.exists() or not records_dir.is_dir():
         return []
     policy = policy_lib.load_policy(policy_path)
     store = policy_lib.validate(policy, str(policy_path))
+    screen = _revocation_screen(revocations_dir if revocations_dir is not None and revocations_dir.is_dir() else None,
+                                store)
     certs, compats, _unreadable = admission.load_records_dir(records_dir)
     by_id = {}
     for item in certs:
@@ -144,13 +162,13 @@ def compatibility_pairs(policy_path: pathlib.Path, records_dir: pathlib.Path) ->
         except (TrustError, ValueError):
             continue
         by_id[record.record_id] = (item, record)
-    now = timestamps.now()
+    now = now or timestamps.now()
     rows = []
     for item in compats:
         row = {"source": str(item.source), "lanes": [], "model_sha256": "", "device_classes": [], "routable": False,
                "detail": ""}
         try:
-            rec = records_lib.verify_compatibility(item.envelope, store)
+            rec = records_lib.verify_compatibility(item.envelope, store, policy.supported_record_schema_versions or None)
         except (TrustError, ValueError) as err:
             row["detail"] = f"does not verify: {err}"
             rows.append(row)
@@ -169,9 +187,9 @@ def compatibility_pairs(policy_path: pathlib.Path, records_dir: pathlib.Path) ->
         for node in nodes:
             node.node_id = f"matrix-probe-{node.lane_id}"
         route = admission.route_from_nodes(nodes, rec.model_sha256, "matrix-compat",
-                                           recipe=named[0][1].recipe if named[0][1].HasField("recipe") else None,
+                                           recipe=compatibility_probe_recipe(rec, [r for _, r in named]),
                                            model_shard_sha256=[s.sha256 for s in named[0][1].model.shards])
-        decision = admission.decide(policy, [i for i, _ in named], [item], route, now, trust_store=store)
+        decision = admission.decide(policy, [i for i, _ in named], [item], route, now, trust_store=store, screen=screen)
         row["routable"] = decision.routable
         row["detail"] = (f"record expires {rec.expires_at}; max|dlogit| {rec.max_abs_delta_logit:.3g}, mean KL "
                          f"{rec.kl_divergence:.3g}, top-1 {rec.top1_agreement:.3f}, greedy {rec.greedy_agreement:.2f}"

@@ -8,6 +8,7 @@ import sys
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from tools.admission.testing import routes
 from tools.certify import records, sample_reports
 from tools.evidence import build_evidence, lane_manifest
 from tools.matrix import capability_matrix as cm
@@ -140,8 +141,8 @@ def test_records_of_other_lanes_leave_the_lane_dark(tmp_path):
 
 
 def _certify_pair(tmp_path: pathlib.Path, compat_mutate=None) -> tuple[pathlib.Path, pathlib.Path]:
-    """Two lanes certified by one trusted key, and a compatibility record measured with exactly them."""
-    from proto import certification_pb2
+    """Two lanes certified by one trusted key, and a compatibility record measured with exactly them
+    (their pin, under the first lane's recipe)."""
     key = Ed25519PrivateKey.generate()
     now = timestamps.now()
     policy = sample_reports.make_policy()
@@ -150,23 +151,20 @@ def _certify_pair(tmp_path: pathlib.Path, compat_mutate=None) -> tuple[pathlib.P
     policy_path.write_text(policy_lib.policy_to_json(policy))
     records_dir = tmp_path / "records"
     records_dir.mkdir()
-    compat = certification_pb2.CompatibilityRecord(
-        schema_version=1, model_sha256=sample_reports.MODEL_SHA256, kl_divergence=1e-6, top1_agreement=1.0,
-        max_abs_delta_logit=1e-3, greedy_agreement=1.0, issuer=dsse.keyid_for(key),
-        issued_at=timestamps.format_utc(now - dt.timedelta(minutes=1)),
-        expires_at=timestamps.format_utc(now + dt.timedelta(days=30)))
-    compat.tolerances.max_kl_divergence, compat.tolerances.min_top1_agreement = 1e-4, 1.0
-    compat.tolerances.max_abs_delta_logit, compat.tolerances.min_greedy_agreement = 0.05, 1.0
+    certs = []
     for lane in ("linux-x86_64-cuda", "linux-x86_64-vulkan"):
         report = sample_reports.make_report(lane)
         data = report.SerializeToString(deterministic=True)
         record = records.record_from_report(report, data, dsse.keyid_for(key), now - dt.timedelta(minutes=1), 30,
                                             policy.policy_id)
         (records_dir / records.record_file_name(record)).write_text(dsse.envelope_to_json(records.sign_record(record, key)))
-        compat.lane_ids.append(lane)
-        compat.lanes.add(lane_id=lane, device_class=record.scope.device_class,
-                         build_evidence_digest=record.build_evidence_digest)
-        compat.certification_record_ids.append(record.record_id)
+        certs.append(record)
+    compat = routes.compatibility_record(
+        certs, kl_divergence=1e-6, top1_agreement=1.0, max_abs_delta_logit=1e-3, greedy_agreement=1.0,
+        issuer=dsse.keyid_for(key), issued_at=timestamps.format_utc(now - dt.timedelta(minutes=1)),
+        expires_at=timestamps.format_utc(now + dt.timedelta(days=30)))
+    compat.tolerances.max_kl_divergence, compat.tolerances.min_top1_agreement = 1e-4, 1.0
+    compat.tolerances.max_abs_delta_logit, compat.tolerances.min_greedy_agreement = 0.05, 1.0
     if compat_mutate:
         compat_mutate(compat)
     (records_dir / "pair.compat.dsse.json").write_text(dsse.envelope_to_json(records.sign_compatibility(compat, key)))
@@ -186,6 +184,41 @@ def test_matrix_shows_a_pair_outside_its_tolerances_as_not_routable(tmp_path):
         rec.kl_divergence = 1e-3
     (pair,) = cs.compatibility_pairs(*_certify_pair(tmp_path, worse))
     assert not pair["routable"] and "outside its own tolerances" in pair["detail"]
+
+
+def test_matrix_probes_a_pair_with_the_recipe_it_was_measured_under(tmp_path):
+    # One sequence on the route; the lanes' records prove four. The pair is routable for what it ran.
+    def one_sequence(rec):
+        rec.recipe.parallel_sequences = 1
+    (pair,) = cs.compatibility_pairs(*_certify_pair(tmp_path, one_sequence))
+    assert pair["routable"], pair
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda rec: rec.ClearField("recipe"), "compat-recipe-missing: states no recipe"),
+    (lambda rec: rec.ClearField("patch_stack_digest"), "compat-pin-missing: states no patch_stack_digest"),
+    (lambda rec: setattr(rec, "upstream_commit", "f" * 40), "compat-pin-mismatch: upstream_commit"),
+])
+def test_matrix_shows_a_pair_admission_refuses_with_its_reason(tmp_path, mutate, reason):
+    (pair,) = cs.compatibility_pairs(*_certify_pair(tmp_path, mutate))
+    assert not pair["routable"] and reason in pair["detail"], pair
+
+
+def test_matrix_shows_a_pair_of_a_revoked_lane_record_as_not_routable(tmp_path):
+    from tools.publish import revocations
+    policy_path, records_dir = _certify_pair(tmp_path)
+    key = Ed25519PrivateKey.generate()  # a revoker the policy trusts
+    policy = policy_lib.load_policy(policy_path)
+    now = timestamps.now()
+    policy.trusted_keys.append(sample_reports.trusted_key(key, now - dt.timedelta(days=1), now + dt.timedelta(days=365)))
+    policy_path.write_text(policy_lib.policy_to_json(policy))
+    revs = tmp_path / "revocations"
+    revs.mkdir()
+    rev = revocations.make(reason="vulkan driver regression", now=now, lane_id="linux-x86_64-vulkan")
+    (revs / "r.dsse.json").write_text(dsse.envelope_to_json(revocations.sign(rev, key)))
+    (pair,) = cs.compatibility_pairs(policy_path, records_dir, revs)
+    assert not pair["routable"] and "vulkan driver regression" in pair["detail"], pair
+    assert cs.compatibility_pairs(policy_path, records_dir)[0]["routable"]  # without the revocations
 
 
 if __name__ == "__main__":

@@ -147,7 +147,7 @@ def render(evidence_dir: pathlib.Path, as_of: dt.datetime | None = None) -> str:
             first = named[0][1]
             route = admission.route_from_nodes(
                 nodes, rec.model_sha256, "evidence-readme-compat",
-                recipe=first.recipe if first.HasField("recipe") else None,
+                recipe=certification_status.compatibility_probe_recipe(rec, [cert for _, cert in named]),
                 model_shard_sha256=[s.sha256 for s in first.model.shards])
             verdict = _verdict(admission.decide(policy, [i for i, _ in named], [item], route, when,
                                                 trust_store=store, screen=screen))

@@ -14,7 +14,7 @@ def render(workspace: pathlib.Path, spec: dict[str, Any], availability: dict[str
            revocations: pathlib.Path | None = None) -> str:
     certifier = certification_status.policy_certifier(policy, records, revocations)
     rows = capability_matrix.matrix(spec, availability, workspace / "bazel-bin", certifier)
-    pairs = certification_status.compatibility_pairs(policy, records)
+    pairs = certification_status.compatibility_pairs(policy, records, revocations)
     if html_out is not None:
         # evidence/matrix.html: atomic, a reader never sees half a page.
         atomic_files.write_text_atomic(html_out, capability_matrix.render_html(rows, availability["host"], pairs))

@@ -25,7 +25,9 @@ from absl import app, flags
 from tools.core.errors import LanesError
 
 ARCH = "llama"
-DTYPES = ("f32", "f16")
+DTYPES = ("f32", "f16", "q4_0")
+# Q4_0: blocks of 32 weights, an F16 scale then 16 bytes of 4-bit values (ggml's block_q4_0).
+_Q4_0_BLOCK, _Q4_0_BYTES = 32, 18
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +127,44 @@ def make_weights(cfg: TinyConfig, n_vocab: int, seed: int) -> dict[str, np.ndarr
     return w
 
 
+def make_q4_0_weights(cfg: TinyConfig, n_vocab: int, seed: int) -> dict[str, tuple[np.ndarray, tuple[int, ...]]]:
+    """Speed-only weights for a large synthetic model: every 2-D tensor as Q4_0 blocks of random
+    4-bit values with one scale per tensor, norms F32 ones; name -> (stored bytes or F32, shape).
+
+    Drawing bytes, not float weights, makes a 7B-shaped file in seconds; its logits are meaningless,
+    which a speed measurement does not read.
+    """
+    rng = np.random.default_rng(seed)
+    d, hd = cfg.n_embd, cfg.head_dim
+
+    def q4(n_out: int, n_in: int) -> tuple[np.ndarray, tuple[int, ...]]:
+        if n_in % _Q4_0_BLOCK:
+            raise ValueError(f"Q4_0 needs rows of a multiple of {_Q4_0_BLOCK} weights, got {n_in}")
+        blocks = rng.integers(0, 256, size=(n_out, n_in // _Q4_0_BLOCK, _Q4_0_BYTES), dtype=np.uint8)
+        # 4-bit values -8..7 have a standard deviation of ~4.6: the scale gives ~1/sqrt(fan_in).
+        blocks[:, :, :2] = np.frombuffer(np.float16(1.0 / (4.6 * np.sqrt(n_in))).tobytes(), dtype=np.uint8)
+        return blocks.reshape(n_out, -1), (n_out, n_in)
+
+    def ones(n: int) -> tuple[np.ndarray, tuple[int, ...]]:
+        return np.ones(n, dtype=np.float32), (n,)
+
+    w = {"token_embd.weight": q4(n_vocab, d)}
+    for i in range(cfg.n_layer):
+        p = f"blk.{i}."
+        w[p + "attn_norm.weight"] = ones(d)
+        w[p + "attn_q.weight"] = q4(cfg.n_head * hd, d)
+        w[p + "attn_k.weight"] = q4(cfg.n_head_kv * hd, d)
+        w[p + "attn_v.weight"] = q4(cfg.n_head_kv * hd, d)
+        w[p + "attn_output.weight"] = q4(d, cfg.n_head * hd)
+        w[p + "ffn_norm.weight"] = ones(d)
+        w[p + "ffn_gate.weight"] = q4(cfg.n_ff, d)
+        w[p + "ffn_up.weight"] = q4(cfg.n_ff, d)
+        w[p + "ffn_down.weight"] = q4(d, cfg.n_ff)
+    w["output_norm.weight"] = ones(d)
+    w["output.weight"] = q4(n_vocab, d)
+    return w
+
+
 def _store_dtype(arr: np.ndarray, dtype: str) -> np.ndarray:
     # Like convert_hf_to_gguf: 1-D tensors (norms) stay F32 in an F16 model.
     if dtype == "f16" and arr.ndim >= 2:
@@ -134,7 +174,7 @@ def _store_dtype(arr: np.ndarray, dtype: str) -> np.ndarray:
 
 def _add_hparams(writer: gguf.GGUFWriter, cfg: TinyConfig, n_vocab: int, dtype: str, seed: int) -> None:
     writer.add_name(f"lanes-tiny-llama-{dtype}-s{seed}")
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32)
+    writer.add_file_type({"f16": gguf.LlamaFileType.MOSTLY_F16, "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}.get(dtype, gguf.LlamaFileType.ALL_F32))
     writer.add_context_length(cfg.n_ctx)
     writer.add_embedding_length(cfg.n_embd)
     writer.add_block_count(cfg.n_layer)
@@ -167,8 +207,14 @@ def make_tiny_model(vocab_gguf: pathlib.Path, out: pathlib.Path, dtype: str = "f
     _add_hparams(writer, cfg, n_vocab, dtype, seed)
     for key, value, vtype, sub in tok_fields:
         writer.add_key_value(key, value, vtype, sub)
-    for name, arr in make_weights(cfg, n_vocab, seed).items():
-        writer.add_tensor(name, _store_dtype(arr, dtype))
+    if dtype == "q4_0":
+        for name, (arr, shape) in make_q4_0_weights(cfg, n_vocab, seed).items():
+            raw = gguf.GGMLQuantizationType.Q4_0 if arr.dtype == np.uint8 else None
+            # Quantized: the byte shape (rows x bytes per row); gguf-py derives the element shape.
+            writer.add_tensor(name, arr, raw_dtype=raw)
+    else:
+        for name, arr in make_weights(cfg, n_vocab, seed).items():
+            writer.add_tensor(name, _store_dtype(arr, dtype))
 
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)

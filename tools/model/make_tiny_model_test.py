@@ -68,7 +68,7 @@ def test_hparams_read_back(built: dict[str, pathlib.Path], dtype: str) -> None:
         "llama.context_length": cfg.n_ctx,
         "llama.rope.dimension_count": cfg.head_dim,
         "llama.rope.freq_base": cfg.rope_freq_base,
-        "general.file_type": 1 if dtype == "f16" else 0,
+        "general.file_type": {"f16": 1, "q4_0": 2}.get(dtype, 0),
     }
     for key, value in expected.items():
         assert f[key].contents() == value, key
@@ -114,9 +114,24 @@ def test_tensor_shapes_and_types(built: dict[str, pathlib.Path], dtype: str) -> 
     for name, ne in want.items():
         t = got[name]
         assert t.shape.tolist() == ne, name
-        matrix_type = gguf.GGMLQuantizationType.F16 if dtype == "f16" else gguf.GGMLQuantizationType.F32
+        matrix_type = {"f16": gguf.GGMLQuantizationType.F16, "q4_0": gguf.GGMLQuantizationType.Q4_0}.get(
+            dtype, gguf.GGMLQuantizationType.F32)
         assert t.tensor_type == (matrix_type if len(ne) == 2 else gguf.GGMLQuantizationType.F32), name
-        assert np.all(np.isfinite(np.asarray(t.data, dtype=np.float32))), name
+        values = gguf.quants.dequantize(t.data, t.tensor_type) if dtype == "q4_0" else np.asarray(t.data, dtype=np.float32)
+        assert np.all(np.isfinite(values)), name
+
+
+def test_q4_0_scales_like_the_float_models(built: dict[str, pathlib.Path]) -> None:
+    """The speed-only Q4_0 weights have the float models' ~1/sqrt(fan_in) spread, not garbage."""
+    t = {t.name: t for t in gguf.GGUFReader(built["q4_0"]).tensors}["blk.0.ffn_down.weight"]
+    values = gguf.quants.dequantize(t.data, t.tensor_type)
+    assert values.std() == pytest.approx(1 / np.sqrt(mtm.TinyConfig().n_ff), rel=0.05)
+
+
+def test_q4_0_refuses_rows_that_are_not_whole_blocks(vocab: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    cfg = mtm.TinyConfig(n_embd=48, n_head=4, n_head_kv=2, n_ff=96)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        mtm.make_tiny_model(vocab, tmp_path / "out.gguf", dtype="q4_0", cfg=cfg)
 
 
 def test_f16_is_rounded_f32(built: dict[str, pathlib.Path]) -> None:
@@ -156,7 +171,7 @@ def test_vocab_without_tokenizer_is_rejected(tmp_path: pathlib.Path) -> None:
 
 def test_bad_dtype(vocab: pathlib.Path, tmp_path: pathlib.Path) -> None:
     with pytest.raises(ValueError, match="dtype"):
-        mtm.make_tiny_model(vocab, tmp_path / "out.gguf", dtype="q4_0")
+        mtm.make_tiny_model(vocab, tmp_path / "out.gguf", dtype="q8_0")
 
 
 if __name__ == "__main__":

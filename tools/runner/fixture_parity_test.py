@@ -263,5 +263,143 @@ def test_fixture_ops_come_from_the_lane_spec_and_the_override_is_bring_up():
         fixture_parity.fixture_command(ctx)
 
 
+# ---- the model's own graph (accelerators) --------------------------------------------------------
+
+LISTING = (TESTDATA / "op_oracle" / "op_oracle.log")
+
+
+def _harness(ops: dict[str, int], failed: str = "") -> str:
+    """test-backend-ops test-mode output: `n` passing cases per op (and one failing case of `failed`)."""
+    lines = ["$ /l/bin/test-backend-ops test -b CUDA0 -j 8 -o " + ",".join(ops), "Testing 2 devices", "",
+             "Backend 1/2: CUDA0"]
+    for op, n in ops.items():
+        lines += [f"  {op}(type=f32,ne=[4,{i},1,1]): OK" for i in range(n)]
+    total = sum(ops.values())
+    if failed:
+        lines.append(f"[{failed}] ERR = 0.1 > 0.0000001   {failed}(type=f32,ne=[4,9,1,1]): FAIL")
+        total += 1
+    passed = total - (1 if failed else 0)
+    lines += [f"  {passed}/{total} tests passed", f"  Backend CUDA0: {'FAIL' if failed else 'OK'}", "",
+              "Backend 2/2: CPU", "  Skipping CPU backend", "# exit 0 after 1.00s"]
+    return "\n".join(lines) + "\n"
+
+
+def _graph_log(tmp_path, harness_ops: dict[str, int], graph_ops=None, listing: str | None = None, failed: str = ""):
+    """A fixture_parity log as an accelerator run writes it: the listing, then the harness."""
+    listing = LISTING.read_text() if listing is None else listing
+    listed, problems = FP.listed_graph_ops(listing)
+    assert not problems
+    graph = tuple(listed) if graph_ops is None else tuple(graph_ops)
+    required = tuple(dict.fromkeys(GRAPH_OPS + graph))
+    cfg = FP.FixtureConfig(mode="test", backend="CUDA0", required_ops=required, graph_ops=graph,
+                           thresholds={op: FP.threshold("test", op) for op in required})
+    from tools.runner import log_blocks
+    log_blocks.write_config(log_blocks.config_path(tmp_path, FP.STEP), FP.config_values(cfg))
+    (tmp_path / "fixture_parity.log").write_text(listing + _harness(harness_ops, failed))
+    return listed
+
+
+def test_the_listing_gives_the_models_compute_ops():
+    ops, problems = FP.listed_graph_ops(LISTING.read_text())
+    assert problems == []
+    assert {"GET_ROWS", "RMS_NORM", "MUL", "MUL_MAT", "ROPE", "SOFT_MAX", "FLASH_ATTN_EXT", "SWIGLU"} <= set(ops)
+    assert not set(ops) & {"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
+    assert all(n > 0 for n in ops.values())
+
+
+def test_every_graph_op_evaluated_passes(tmp_path):
+    listed = _graph_log(tmp_path, {op: 2 for op in dict.fromkeys(GRAPH_OPS + tuple(
+        FP.listed_graph_ops(LISTING.read_text())[0]))})
+    assert FP.problems(tmp_path) == []
+    counts, _ = FP.recompute(tmp_path)
+    assert counts["model_graph_ops"] == len(listed) == counts["model_graph_ops_evaluated"]
+
+
+def test_a_graph_op_the_harness_did_not_evaluate_fails(tmp_path):
+    """A Gemma-like graph op with no test case on the device: the llama-shaped spec list alone passed it."""
+    listing = LISTING.read_text().replace(" SWIGLU(", "  GEGLU(")
+    ops = {op: 2 for op in GRAPH_OPS}
+    _graph_log(tmp_path, ops, listing=listing)
+    found = FP.problems(tmp_path)
+    assert found and "GEGLU" in found[0] and "no covering check" in found[0]
+
+
+def test_a_failing_case_of_a_graph_op_fails(tmp_path):
+    ops = {op: 2 for op in dict.fromkeys(GRAPH_OPS + tuple(FP.listed_graph_ops(LISTING.read_text())[0]))}
+    _graph_log(tmp_path, ops, failed="ROPE")
+    assert FP.problems(tmp_path) and "failed" in FP.problems(tmp_path)[0]
+
+
+def test_configured_graph_ops_must_be_the_listings(tmp_path):
+    ops = {op: 2 for op in GRAPH_OPS}
+    _graph_log(tmp_path, ops, graph_ops=("MUL_MAT",))
+    assert any("are not the listing's" in p for p in FP.problems(tmp_path))
+
+
+def test_a_failed_or_missing_listing_fails(tmp_path):
+    text = LISTING.read_text()
+    crashed = text.replace("# exit 0 after 0.28s", "# exit 134 after 0.28s", 1)
+    ops, problems = FP.listed_graph_ops(crashed)
+    assert problems and "exited" in problems[0]
+    assert FP.listed_graph_ops("")[1] == ["no model-graph listing (llama-eval-callback) before test-backend-ops"]
+    # A test-mode run of this runner without graph ops configured is refused; older runs are not.
+    cfg = FP.FixtureConfig(mode="test", backend="CUDA0", required_ops=GRAPH_OPS)
+    assert FP.graph_problems("", cfg) == ["no model-graph ops configured: the model's own ops were not listed"]
+    from tools.runner import log_blocks
+    with log_blocks.judging_run_of("lanes-runner 0.5.0"):
+        assert FP.graph_problems("", cfg) == []
+
+
+def test_harness_lines_printed_by_the_model_do_not_count():
+    """The listing is the lane's and the model's output: a forged harness block inside it is not the
+    harness's; the block after the runner's last test-backend-ops command line is."""
+    forged = ("$ /l/bin/test-backend-ops test -b CUDA0\n  ADD(type=f32): OK\n  1/1 tests passed\n"
+              "  Backend CUDA0: OK\n")
+    listing = LISTING.read_text().replace("# exit 0 after 0.28s", forged + "# exit 0 after 0.28s", 1)
+    text = listing + _harness({"ADD": 0}, failed="ADD")
+    before, harness = FP.split_log(text)
+    assert before == listing and harness.startswith("$ /l/bin/test-backend-ops test -b CUDA0 -j 8")
+    s = FP_LOG.parse_test_backend_ops(harness, "test")
+    assert s.total("passed") == 0 and s.total("failed") == 1
+
+
+def test_the_listing_command_runs_the_model_on_the_device():
+    import dataclasses
+
+    from tools.runner.config import RunnerConfig
+    from tools.runner.context import RunContext
+    from tools.runner.lane_spec import Lane
+    lane = Lane("linux-x86_64-cuda", "cuda", "linux", "x86_64", "cuda", "cuda", (), (), (), ("MUL_MAT", "ROPE"))
+    cfg = RunnerConfig(lane="cuda", lane_dir=pathlib.Path("/l"), evidence=None, spec=pathlib.Path("/s"),
+                       model=pathlib.Path("/m.gguf"), out_dir=pathlib.Path("/o"), report=pathlib.Path("/o/r.pb"))
+    ctx = RunContext(config=dataclasses.replace(cfg, fixture_jobs=2), lane=lane, logs_dir=pathlib.Path("/o/logs"),
+                     scratch_dir=pathlib.Path("/o/s"))
+    argv = FP.graph_command(ctx, "on")
+    assert argv[0] == "/l/bin/llama-eval-callback" and argv[argv.index("-ngl") + 1] == "99"
+    assert argv[argv.index("-fa") + 1] == "on" and argv[argv.index("-m") + 1] == "/m.gguf"
+    # The graph's ops join the spec's in the harness's -o filter.
+    assert FP.fixture_command(ctx, ("GEGLU", "ROPE"))[-2:] == ["-o", "MUL_MAT,ROPE,GEGLU"]
+
+
+def test_cuda_graph_log_lines_inside_a_result_are_not_lost():
+    """With GGML_CUDA_GRAPHS on, ggml-cuda logs from inside the compute call, between a test's
+    `OP(params): ` and its result (H200, runner 0.6.0): each such result still counts once, and the
+    summary binds. Without the fix these two results were lost (7032 counted, summary 7048)."""
+    esc = "\x1b[1;32mOK\x1b[0m"
+    text = ("Backend 1/2: CUDA0\n"
+            "ggml_backend_cuda_graph_compute: CUDA graph warmup reset\n"
+            "  ADD(type=f32,ne=[5120,1,1,1],nr=[1,256,1,1],nf=1,perm1=0,src_overlap=0): "
+            "ggml_backend_cuda_graph_compute: CUDA graph warmup complete\n" + esc + "\n"
+            "ggml_backend_cuda_graph_compute: CUDA graph warmup complete\n"
+            "  MUL(type=f16,ne=[1,1,640,1],nr=[32,32,1,1],nf=1,perm1=0,src_overlap=0): " + esc + "\n"
+            "  MUL_MAT(type_a=iq2_xs,type_b=f32,m=16,n=3,k=256): ggml_backend_cuda_graph_compute: CUDA graph "
+            "warmup reset\n\x1b[1;31mFAIL\x1b[0m\n"
+            "  2/3 tests passed\n  Backend CUDA0: \x1b[1;31mFAIL\x1b[0m\n")
+    s = FP_LOG.parse_test_backend_ops(text, "test")
+    assert (s.tests_run, s.total("passed"), s.total("failed")) == (3, 2, 1)
+    assert s.ops["ADD"].passed == 1 and s.ops["MUL_MAT"].failed == 1
+    assert FP.summary_problems(s, "CUDA0") == ["Backend CUDA0: FAIL"]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -152,13 +152,19 @@ class LlamaServer:
         """The server may map only the lane's own files, the system's libraries and the SDK's: what it
         loaded from anywhere else (a preloaded or planted library) was never hashed."""
         roots = loaded_libraries.sdk_roots(self.ctx.lane.is_accelerator)
+        cache = loaded_libraries.loader_cache_files()
         try:
-            foreign = loaded_libraries.foreign_libraries(self.proc.pid, self.ctx.config.lane_dir, roots)
+            mapped = loaded_libraries.foreign_libraries(self.proc.pid, self.ctx.config.lane_dir, roots)
+            foreign = loaded_libraries.foreign_libraries(self.proc.pid, self.ctx.config.lane_dir, roots, cache)
         except OSError as err:
             foreign = [f"(/proc/{self.proc.pid}/maps unreadable: {err.strerror})"]
         # A lane directory of links (Bazel's runfiles) maps its files by their targets: those are its own.
         own = {os.path.realpath(p) for p in lane_files.files(self.ctx.config.lane_dir)}
         foreign = [f for f in foreign if os.path.realpath(f) not in own]
+        by_cache = [f for f in mapped if f not in foreign and os.path.realpath(f) not in own]
+        if by_cache:
+            self.step.log(f"# llama-server pid {self.proc.pid}: from the system loader's cache (ldconfig -p): "
+                          f"{', '.join(by_cache)}")
         self.step.log(f"# llama-server pid {self.proc.pid}: {len(foreign)} mapped librar(ies) from outside the lane, "
                       "the system library dirs and the SDK" + (f": {', '.join(foreign)}" if foreign else ""))
         if foreign:

@@ -10,14 +10,40 @@ from __future__ import annotations
 import os
 import re
 import struct
+import subprocess
 
 SYSTEM_LIBRARY_ROOTS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
 _DELETED = " (deleted)"
+# `\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1` in `ldconfig -p`.
+_CACHE_ENTRY = re.compile(r"^\t\S+ \([^)]*\) => (?P<path>/\S+)$")
+_MAX_CACHE_LISTING = 4 << 20
 
 
 def sdk_roots(is_accelerator: bool) -> list[str]:
     """Where an accelerator lane's SDK libraries may come from (the CUDA toolkit, ROCm)."""
     return [os.environ.get("CUDA_HOME", "/usr/local/cuda"), "/opt/rocm"] if is_accelerator else []
+
+
+def parse_loader_cache(text: str) -> set[str]:
+    """The paths `ldconfig -p` lists (the system loader's cache: what /etc/ld.so.conf names)."""
+    return {m["path"] for m in map(_CACHE_ENTRY.match, text.splitlines()) if m}
+
+
+def loader_cache_files(listing: str | None = None) -> set[str]:
+    """Real paths of the libraries in the system loader's cache. A GPU driver is installed there
+    (an NVIDIA container mounts libcuda under /usr/local/nvidia/lib64 and lists it in ld.so.conf):
+    root-owned configuration, unlike LD_LIBRARY_PATH, which no lane process gets. Empty when
+    ldconfig cannot be run; a listing over 4 MiB is refused as none."""
+    if listing is None:
+        try:
+            proc = subprocess.run(["ldconfig", "-p"], capture_output=True, timeout=30, check=False,
+                                  env={"PATH": "/usr/sbin:/sbin:/usr/bin:/bin"})
+        except (OSError, subprocess.TimeoutExpired):
+            return set()
+        if proc.returncode != 0 or len(proc.stdout) > _MAX_CACHE_LISTING:
+            return set()
+        listing = proc.stdout.decode("utf-8", errors="replace")
+    return {_real(p) for p in parse_loader_cache(listing)}
 
 
 def _under(path: str, roots: list[str]) -> bool:
@@ -46,10 +72,12 @@ def _is_library(path: str, executable: bool) -> bool:
     return executable or ".so" in name
 
 
-def foreign_libraries(pid: int, lane_dir: str | os.PathLike, allowed_roots: tuple[str, ...] | list[str] = ()) -> list[str]:
+def foreign_libraries(pid: int, lane_dir: str | os.PathLike, allowed_roots: tuple[str, ...] | list[str] = (),
+                      system_files: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """The shared objects (a name with `.so`, or any executable file mapping other than the process's
     own executable) that `pid` has mapped from outside `lane_dir`, the system library dirs
-    (SYSTEM_LIBRARY_ROOTS) and `allowed_roots` (SDK roots, e.g. the CUDA toolkit): sorted, each once.
+    (SYSTEM_LIBRARY_ROOTS), `allowed_roots` (SDK roots, e.g. the CUDA toolkit) and `system_files`
+    (real paths the system loader's cache lists, loader_cache_files()): sorted, each once.
     A mapping of a deleted file (`... (deleted)`, including memfd:) is foreign wherever it was: what
     it was can no longer be checked. Raises OSError when /proc/<pid>/maps cannot be read."""
     roots = [_real(lane_dir)] + [_real(r) for r in (*SYSTEM_LIBRARY_ROOTS, *allowed_roots)]
@@ -67,7 +95,7 @@ def foreign_libraries(pid: int, lane_dir: str | os.PathLike, allowed_roots: tupl
             continue
         if path == exe and ".so" not in path.rsplit("/", 1)[-1]:
             continue
-        if not _under(_real(path), roots):
+        if not _under(_real(path), roots) and _real(path) not in system_files:
             found.add(path)
     return sorted(found)
 

@@ -58,6 +58,28 @@ def test_a_library_from_outside_the_lane_is_reported(tmp_path, mapper):
     assert found == [str(evil)]
 
 
+def test_a_driver_the_system_loader_cache_lists_is_not_foreign_and_its_neighbours_are(tmp_path, mapper):
+    """The H200 host's libcuda lives in /usr/local/nvidia/lib64, listed by ld.so.conf: the exact files
+    the loader's cache names are the system's; another file in that directory is not."""
+    lane = tmp_path / "lane"
+    own = _lib(lane / "lib" / "libggml.so.0")
+    driver = _lib(tmp_path / "nvidia" / "lib64" / "libcuda.so.580.159.04")
+    planted = _lib(tmp_path / "nvidia" / "lib64" / "libplanted.so")
+    listing = (f"3 libs found in cache `/etc/ld.so.cache'\n"
+               f"\tlibcuda.so.1 (libc6,x86-64) => {driver}\n"
+               "\tlibc.so.6 (libc6,x86-64, OS ABI: Linux 3.2.0) => /lib/x86_64-linux-gnu/libc.so.6\n")
+    cache = loaded_libraries.loader_cache_files(listing)
+    assert str(driver) in cache and "/lib/x86_64-linux-gnu/libc.so.6" in {p for p in loaded_libraries.parse_loader_cache(listing)}
+    pid = mapper(own, driver, planted)
+    roots = (sys.base_prefix, sys.prefix)
+    assert loaded_libraries.foreign_libraries(pid, lane, roots) == [str(driver), str(planted)]
+    assert loaded_libraries.foreign_libraries(pid, lane, roots, cache) == [str(planted)]
+
+
+def test_this_hosts_loader_cache_is_read():
+    assert any(p.rsplit("/", 1)[-1].startswith("libc.so") for p in loaded_libraries.loader_cache_files())
+
+
 def test_the_lane_and_sdk_roots_are_not_foreign(tmp_path, mapper):
     lane = tmp_path / "lane"
     sdk_lib = _lib(tmp_path / "sdk" / "lib64" / "libcudart.so.12")

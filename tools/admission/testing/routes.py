@@ -1,9 +1,13 @@
-"""Test fixtures (testonly): routes over sample reports' nodes, for deciding with admission."""
+"""Test fixtures (testonly): routes over sample reports' nodes, and compatibility records bound to
+certification records, for deciding with admission."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from proto import certification_pb2, runner_report_pb2
 from tools.admission import admission
-from tools.certify import sample_reports
+from tools.certify import records, sample_reports
 
 
 def route_for(report, route_id: str = "r1"):
@@ -25,3 +29,33 @@ def refused_with(decision, code: str, shown: int = 160) -> None:
 
 def admitted(decision) -> None:
     assert decision.routable, decision.reasons
+
+
+def compatibility_record(certs: Sequence[certification_pb2.CertificationRecord],
+                         recipe: runner_report_pb2.Recipe | None = None,
+                         **fields) -> certification_pb2.CompatibilityRecord:
+    """An unsigned CompatibilityRecord measured with exactly `certs`, as tools/compat builds one: their
+    lanes, device classes, builds, record ids, model and llama.cpp pin, and the recipe the route ran
+    (default: the first record's). `fields` sets the rest (figures, tolerances, issuer, times)."""
+    rec = certification_pb2.CompatibilityRecord(
+        schema_version=records.COMPATIBILITY_SCHEMA_VERSION, model_sha256=certs[0].model.sha256,
+        upstream_commit=certs[0].upstream_commit, patch_stack_digest=certs[0].patch_stack_digest, **fields)
+    for cert in certs:
+        rec.lane_ids.append(cert.scope.lane_id)
+        rec.lanes.add(lane_id=cert.scope.lane_id, device_class=cert.scope.device_class,
+                      build_evidence_digest=cert.build_evidence_digest, server_device="X0")
+        rec.certification_record_ids.append(cert.record_id)
+    rec.recipe.CopyFrom(recipe if recipe is not None else certs[0].recipe)
+    return rec
+
+
+def candidate_codes(decision) -> list[str]:
+    """The refusal code of each compatibility record a mixed route's reason names as a candidate
+    ("mixed-backends-without-compatibility: ...; candidates: <file>: <code>: <why> | ...")."""
+    out = []
+    for reason in decision.reasons:
+        if reason.startswith(admission.MIXED_WITHOUT_COMPATIBILITY + ":") and "; candidates: " in reason:
+            for note in reason.split("; candidates: ", 1)[1].split(" | "):
+                parts = note.split(": ", 2)
+                out.append(parts[1] if len(parts) == 3 else "")
+    return out

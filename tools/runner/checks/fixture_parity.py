@@ -11,6 +11,11 @@ The CPU lane cannot use test mode (it would compare CPU with itself; upstream sk
 so the CPU lane runs the ops below in grad mode, and every op the lane spec requires that grad mode
 does not evaluate must be covered by another check the spec names (`op_coverage`, e.g. op_oracle).
 
+The model's own ops (accelerator lanes): the step first lists the certified model's graph with the
+lane's llama-eval-callback on the device (flash attention on and off), and every compute op in it
+joins the required ops: test-backend-ops must evaluate and pass it on the device, or the step fails.
+A llama-shaped spec list alone would let a Gemma graph's GEGLU or SCALE go untested.
+
 Counting of its output: tools/runner/checks/fixture_parity_log.py.
 """
 
@@ -25,6 +30,8 @@ from proto import runner_report_pb2 as rpb
 from tools.runner import exits, log_blocks
 from tools.runner.checks.base import Check, option
 from tools.runner.checks.fixture_parity_log import OpCounts, OpsSummary, mode_of, parse_test_backend_ops
+from tools.runner.checks.op_oracle_graph import VIEW_OPS
+from tools.runner.checks.op_oracle_log import OracleLogError, parse_runs
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -56,6 +63,13 @@ MAA_THRESHOLDS = {"SUB": 1e-3, "MUL": 1e-3, "DIV": 1e-3, "ROPE": 1e-3, "SIN": 1e
 # M - N = the failed tests printed (so N also covers every printed test that did not fail).
 GRAD_TEST_CASES = {"0c1e57098bba43ac29e6e3b677cdceebdd22334f": 20766}
 
+# Runs from this runner version list the model's graph before test-backend-ops (accelerators).
+MODEL_GRAPH_SINCE = (0, 6, 0)
+HARNESS_BIN = "test-backend-ops"
+# A fixed prompt: the graph's ops do not depend on it; a short one keeps the printed graph small.
+GRAPH_PROMPT = "The quick brown fox jumps over the lazy dog."
+GRAPH_N_CTX = 256
+
 # ---- configuration written into the log, so recompute() needs nothing else ----------------------
 
 
@@ -73,6 +87,8 @@ class FixtureConfig:
     # Required ops the lane spec says the llama graph never runs (ops_absent_from_graph): a check
     # that covers them evaluates nothing, so they are reported as absent, never as covered.
     absent_ops: tuple[str, ...] = ()
+    # Accelerators: the compute ops of the certified model's graph as the lane ran it (required too).
+    graph_ops: tuple[str, ...] | None = None
 
 
 def threshold(mode: str, op: str) -> float:
@@ -91,6 +107,8 @@ def config_values(cfg: FixtureConfig) -> dict[str, str]:
         out["grad_test_cases"] = cfg.grad_test_cases
     if cfg.absent_ops:
         out["absent_ops"] = ",".join(cfg.absent_ops)
+    if cfg.graph_ops is not None:
+        out["graph_ops"] = ",".join(cfg.graph_ops)
     return out
 
 
@@ -119,6 +137,8 @@ def read_config(text: str, config: dict[str, str] | None = None) -> FixtureConfi
             cfg.required_ops = tuple(v for v in value.split(",") if v)
         elif key == "absent_ops":
             cfg.absent_ops = tuple(v for v in value.split(",") if v)
+        elif key == "graph_ops":
+            cfg.graph_ops = tuple(v for v in value.split(",") if v)
         elif key.startswith("op_coverage."):
             cfg.op_coverage[key.split(".", 1)[1]] = value
         elif key.startswith("op.") and key.endswith("_threshold"):
@@ -260,6 +280,11 @@ def figures(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, int], dict[str
     absent = absent_required(s, cfg)
     if cfg.absent_ops:
         counts["ops_absent_from_graph"] = len(absent)
+    if cfg.graph_ops is not None:
+        counts["model_graph_ops"] = len(cfg.graph_ops)
+        counts["model_graph_ops_evaluated"] = sum(1 for op in cfg.graph_ops if s.ops.get(op, OpCounts()).evaluated > 0)
+        for op in cfg.graph_ops:
+            counts[f"op.{op}.in_model_graph"] = 1
     for op in sorted(set(s.ops) | set(cfg.required_ops)):
         c = s.ops.get(op, OpCounts())
         for field in ("evaluated", "passed", "failed", "not_supported", "skipped"):
@@ -279,10 +304,74 @@ def figures(s: OpsSummary, cfg: FixtureConfig) -> tuple[dict[str, int], dict[str
     return counts, metrics
 
 
-def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+def split_log(text: str) -> tuple[str, str]:
+    """(the model-graph listing, the harness's block): the harness's block starts at the last
+    `$ .../test-backend-ops` command line. The listing before it is the lane's and the model's output,
+    so a line it prints (even one that looks like the harness's command) never reaches the counts."""
+    start = None
+    at = 0
+    for line in text.splitlines(keepends=True):
+        if line.startswith("$ "):
+            argv0 = line[2:].split(" ", 1)[0].strip().strip("'\"")
+            if pathlib.PurePosixPath(argv0).name == HARNESS_BIN:
+                start = at
+        at += len(line)
+    if start is None:
+        return text, text  # no harness command line: older logs hold the harness's output alone
+    return text[:start], text[start:]
+
+
+def listed_graph_ops(listing: str) -> tuple[dict[str, int], list[str]]:
+    """(compute op -> nodes, problems) of the model-graph runs in the listing."""
+    try:
+        runs = parse_runs(listing)
+    except OracleLogError as err:
+        return {}, [f"the model-graph listing cannot be read: {err}"]
+    problems = []
+    if not runs:
+        problems.append("no model-graph listing (llama-eval-callback) before test-backend-ops")
+    for run in runs:
+        if run.exit_code != 0:
+            problems.append(f"the model-graph listing (-fa {run.flash_attn}) exited "
+                            f"{'without an exit line' if run.exit_code is None else exits.describe(run.exit_code)}")
+        elif not run.nodes:
+            problems.append(f"the model-graph listing (-fa {run.flash_attn}) printed no graph node")
+    ops: dict[str, int] = {}
+    for run in runs:
+        for node in run.nodes:
+            if node.op not in VIEW_OPS:
+                ops[node.op] = ops.get(node.op, 0) + 1
+    return dict(sorted(ops.items())), problems
+
+
+def graph_problems(text: str, cfg: FixtureConfig) -> list[str]:
+    """The configured graph ops must be what the listing in the log shows, and be required; a run from
+    a runner that lists the graph must have listed it (accelerators)."""
+    if cfg.graph_ops is None:
+        if cfg.mode == "test" and not log_blocks.run_predates(MODEL_GRAPH_SINCE):
+            return ["no model-graph ops configured: the model's own ops were not listed"]
+        return []
+    listing, _ = split_log(text)
+    ops, problems = listed_graph_ops(listing)
+    if tuple(ops) != tuple(cfg.graph_ops):
+        problems.append(f"the configured graph ops ({','.join(cfg.graph_ops)}) are not the listing's "
+                        f"({','.join(ops)})")
+    missing = [op for op in cfg.graph_ops if op not in cfg.required_ops]
+    if missing:
+        problems.append(f"model-graph op(s) not required: {', '.join(missing)}")
+    return problems
+
+
+def _read(logs_dir: pathlib.Path) -> tuple[str, FixtureConfig, OpsSummary]:
     text = (pathlib.Path(logs_dir) / f"{STEP}.log").read_text(encoding="utf-8", errors="replace")
     cfg = read_config(text, log_blocks.step_config(pathlib.Path(logs_dir), STEP))
-    return figures(parse_test_backend_ops(text, cfg.mode), cfg)
+    _, harness = split_log(text)
+    return text, cfg, parse_test_backend_ops(harness, cfg.mode)
+
+
+def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
+    _, cfg, s = _read(logs_dir)
+    return figures(s, cfg)
 
 
 def per_op_table(s: OpsSummary, cfg: FixtureConfig) -> list[str]:
@@ -324,13 +413,13 @@ def fixture_jobs(cfg) -> int:
     return cfg.fixture_jobs or max(1, min(8, (os.cpu_count() or 1) // 2))
 
 
-def fixture_command(ctx: RunContext) -> list[str]:
-    argv = [str(ctx.bin("test-backend-ops"))]
+def fixture_command(ctx: RunContext, graph_ops: tuple[str, ...] = ()) -> list[str]:
+    argv = [str(ctx.bin(HARNESS_BIN))]
     if ctx.lane.is_accelerator:
         # Upstream's -j: each worker evaluates whole test cases with its own backend instances and
         # prints each result line under one lock, so the per-test lines stay intact.
         argv += ["test", "-b", ctx.backend0, "-j", str(fixture_jobs(ctx.config))]
-        ops = ctx.config.fixture_ops or ",".join(ctx.lane.fixture_ops)
+        ops = ctx.config.fixture_ops or ",".join(dict.fromkeys(tuple(ctx.lane.fixture_ops) + graph_ops))
     else:
         argv += ["grad", "-b", "CPU"]
         ops = ctx.config.fixture_ops or ",".join(CPU_GRAD_OPS)
@@ -339,40 +428,67 @@ def fixture_command(ctx: RunContext) -> list[str]:
     return argv
 
 
+def graph_command(ctx: RunContext, flash_attn: str) -> list[str]:
+    """The lane's llama-eval-callback over the certified model on the device: it prints every node."""
+    return [str(ctx.bin("llama-eval-callback")), "-m", str(ctx.config.model), "-p", GRAPH_PROMPT, *ctx.ngl,
+            "-fa", flash_attn, "-c", str(GRAPH_N_CTX), "--seed", "1"]
+
+
+def list_model_graph(ctx: RunContext, step: Step) -> tuple[tuple[str, ...], list[str]]:
+    for flash_attn in ("on", "off"):
+        step.run(graph_command(ctx, flash_attn), ctx.config.timeout_s)
+    ops, problems = listed_graph_ops(step.log_path.read_text(encoding="utf-8", errors="replace"))
+    return tuple(ops), problems
+
+
 def run_fixture_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     if ctx.config.fixture_ops:
         ctx.non_recordable.append(f"--fixture_ops={ctx.config.fixture_ops} (bring-up op filter)")
-    argv = fixture_command(ctx)
+    graph_ops: tuple[str, ...] | None = None
+    if ctx.lane.is_accelerator and not ctx.config.fixture_ops:
+        graph_ops, listing_problems = list_model_graph(ctx, step)
+        if listing_problems:
+            step.config("graph_ops", ",".join(graph_ops))
+            return CR.FAIL, "; ".join(listing_problems)
+    argv = fixture_command(ctx, graph_ops or ())
     mode = argv[1]
     requested = tuple(argv[argv.index("-o") + 1].split(",")) if "-o" in argv else ()
-    required = required_ops(ctx)
+    required = tuple(dict.fromkeys(required_ops(ctx) + (graph_ops or ())))
     commit = ctx.evidence.upstream.commit if ctx.evidence is not None else ""
     cases = GRAD_TEST_CASES.get(commit)
     cfg = FixtureConfig(mode=mode, backend=ctx.backend0, required_ops=required,
                         op_coverage=dict(ctx.lane.op_coverage), absent_ops=tuple(spec_absent_ops(ctx)),
                         thresholds={op: threshold(mode, op) for op in dict.fromkeys(requested + required)},
-                        grad_test_cases=(str(cases) if cases else "") if mode == "grad" else None)
+                        grad_test_cases=(str(cases) if cases else "") if mode == "grad" else None,
+                        graph_ops=graph_ops)
     for key, value in config_values(cfg).items():
         step.config(key, value)
     res = step.run(argv, ctx.config.timeout_s)
     step.result.exit_code = res.exit_code
     # The figures and the verdict come from the log file, exactly as an auditor re-derives them.
-    text = step.log_path.read_text(encoding="utf-8", errors="replace")
-    cfg = read_config(text, log_blocks.step_config(ctx.logs_dir, STEP))
-    s = parse_test_backend_ops(text, cfg.mode)
+    text, cfg, s = _read(ctx.logs_dir)
     for line in per_op_table(s, cfg):
         step.log(line)
     counts, metrics = recompute(ctx.logs_dir)
     step.result.counts.update(counts)
     step.result.metrics.update(metrics)
-    return judge(s, cfg)
+    return verdict(text, s, cfg)
+
+
+def verdict(text: str, s: OpsSummary, cfg: FixtureConfig) -> tuple[int, str]:
+    problems = graph_problems(text, cfg)
+    if problems:
+        return CR.FAIL, "; ".join(problems)
+    status, message = judge(s, cfg)
+    if status == CR.PASS and cfg.graph_ops:
+        message += f"; the model's graph: {len(cfg.graph_ops)} compute ops, each evaluated here"
+    return status, message
 
 
 def problems(logs_dir: pathlib.Path) -> list[str]:
     """Why the raw files fail this check (empty = PASS): the audit re-derives the verdict from them."""
-    text = (pathlib.Path(logs_dir) / f"{STEP}.log").read_text(encoding="utf-8", errors="replace")
-    cfg = read_config(text, log_blocks.step_config(pathlib.Path(logs_dir), STEP))
-    status, message = judge(parse_test_backend_ops(text, cfg.mode), cfg)
+    text, cfg, s = _read(logs_dir)
+    status, message = verdict(text, s, cfg)
     return [] if status == CR.PASS else [message]
 
 

@@ -1,0 +1,105 @@
+"""The matrix's mixed-route cells over the committed evidence (evidence/records, evidence/compat,
+evidence/policy.json) show admission's own verdict and reason: the CUDA+Vulkan route, whose lane
+records both verify and route, is "not routable" because its compatibility record states no recipe
+(measured with -fa off -ctk f32 -ctv f32 before records stated one), not for any other reason."""
+
+import datetime as dt
+import os
+import pathlib
+import shutil
+import sys
+
+import pytest
+
+from proto import certification_pb2
+from tools.admission import admission
+from tools.certify import records
+from tools.compat import rpc_route
+from tools.matrix import capability_matrix as cm
+from tools.matrix import certification_status as cs
+from tools.policy import dsse, timestamps
+from tools.policy import policy as policy_lib
+
+# Under Bazel the runfiles tree; run directly, the workspace's evidence/.
+EVIDENCE = (pathlib.Path(os.environ["TEST_SRCDIR"], "lanes", "evidence") if "TEST_SRCDIR" in os.environ
+            else pathlib.Path(__file__).resolve().parents[2] / "evidence")
+COMPATS = sorted((EVIDENCE / "records").glob("*.compat.dsse.json"))
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory) -> pathlib.Path:
+    """The policy and records as regular files: under Bazel the runfiles are symlinks, which
+    admission refuses to open."""
+    target = tmp_path_factory.mktemp("committed")
+    (target / "records").mkdir()
+    shutil.copy(EVIDENCE / "policy.json", target / "policy.json")
+    for record in (EVIDENCE / "records").glob("*.dsse.json"):
+        shutil.copy(record, target / "records" / record.name)
+    return target
+
+
+def _compat(path: pathlib.Path) -> certification_pb2.CompatibilityRecord:
+    return certification_pb2.CompatibilityRecord.FromString(dsse.envelope_from_json(path.read_bytes()).payload)
+
+
+def test_there_is_a_committed_mixed_route():
+    assert COMPATS
+
+
+@pytest.mark.parametrize("path", COMPATS, ids=lambda p: p.name.split(".")[0])
+def test_the_routes_cell_shows_admissions_verdict_and_reason(committed, path):
+    rec = _compat(path)
+    # Judged one hour after issue (as tests/committed_evidence_test.py), so expiry never decides.
+    when = timestamps.parse_utc(rec.issued_at) + dt.timedelta(hours=1)
+    policy = policy_lib.load_policy(committed / "policy.json")
+    store = policy_lib.validate(policy)
+    # Both lanes' records verify and each routes its own recipe at that time.
+    for record_file in sorted((committed / "records").glob("*.record.dsse.json")):
+        item = admission.load_signed(record_file)
+        cert = records.verify_record(item.envelope, store, policy.supported_record_schema_versions)
+        if cert.record_id not in rec.certification_record_ids:
+            continue
+        node = cs._node_for(cert)
+        route = admission.route_from_nodes([node], cert.model.sha256, "probe", cert.recipe)
+        assert admission.decide(policy, [item], [], route, when, trust_store=store).routable
+    (pair,) = [p for p in cs.compatibility_pairs(committed / "policy.json", committed / "records", now=when)
+               if p["source"] == path.name]
+    assert pair["lanes"] == sorted(rec.lane_ids)
+    html = cm.render_html([], {"os": "linux", "arch": "x86_64"}, [pair])
+    cell = html.split("<h2>Mixed-backend routes</h2>", 1)[1]
+    if rec.HasField("recipe"):
+        assert pair["routable"], pair["detail"]
+        assert '<span class="pill BUILT">routable</span>' in cell
+        return
+    # The one reason: its record states no recipe (no lane refusal, no expiry, no recipe mismatch).
+    assert not pair["routable"]
+    assert '<span class="pill UNAVAILABLE">not routable</span>' in cell
+    assert pair["detail"].startswith(admission.MIXED_WITHOUT_COMPATIBILITY + ": ")
+    assert pair["detail"].count("; candidates: ") == 1
+    assert pair["detail"].endswith(f"; candidates: {path.name}: {admission.COMPAT_RECIPE_MISSING}: states no recipe "
+                                   "the route was measured under; measure the route again (tools/compat) and sign "
+                                   "a record that states it"), pair["detail"]
+    assert f"{admission.COMPAT_RECIPE_MISSING}: states no recipe" in cell
+    assert "not routable" in cm.render_text([], [pair])
+
+
+@pytest.mark.parametrize("path", COMPATS, ids=lambda p: p.name.split(".")[0])
+def test_a_record_without_a_recipe_comes_from_a_measurement_that_ran_another(path):
+    """Why the committed record states none: its measurement (evidence/compat) recorded no recipe,
+    and its route commands ran F32 KV with flash attention off, not the lanes' certified recipe."""
+    rec = _compat(path)
+    measurement = EVIDENCE / "compat" / path.name.replace(".compat.dsse.json", "")
+    if rec.HasField("recipe"):
+        assert rpc_route.recompute(measurement)["recipe"], "a record's recipe comes from its measurement"
+        return
+    assert rpc_route.recompute(measurement)["recipe"] == {}
+    from tools.runner import log_blocks
+    ran = [c.argv for c in log_blocks.commands(log_blocks.read(measurement / "logs" / "compat.log"))
+           if rpc_route.is_route_command(c.argv)]
+    assert ran
+    recipe = rpc_route.recipe_from_argv(ran)
+    assert list(recipe.kv_cache_types) == ["f32"] and list(recipe.flash_attention) == ["off"]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
