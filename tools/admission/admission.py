@@ -435,6 +435,11 @@ def _compatibility_refusal(rec, lanes, model, admitted, policy=None, recipe=None
     if not rec.HasField("recipe"):
         return (f"{COMPAT_RECIPE_MISSING}: states no recipe the route was measured under; measure the route "
                 "again (tools/compat) and sign a record that states it")
+    # A route longer than any sequence compared on it was never measured: no unstated length is read
+    # as "any" here (lane records from before runner 0.5.0 get that reading; no compat record does).
+    if not rec.recipe.longest_sequence_tokens:
+        return (f"{COMPAT_RECIPE_MISSING}: states no longest sequence the route was measured on; measure the "
+                "route again (tools/compat) and sign a record that states it")
     why = recipe_refusal(rec.recipe, recipe)
     if why:
         return f"{SCOPE_RECIPE_MISMATCH}: the route's recipe is not the one measured on it: {why}"

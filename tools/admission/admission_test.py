@@ -7,7 +7,7 @@ import re
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from proto import admission_pb2, certification_pb2
+from proto import admission_pb2, certification_pb2, runner_report_pb2
 from tools.admission import admission
 from tools.admission.testing import routes
 from tools.certify import records, sample_reports
@@ -372,6 +372,21 @@ def test_compatibility_record_covers_a_recipe_inside_the_measured_one(policy, ke
     assert decide(policy, envs, nodes, compat=[_compat(key)], recipe=smaller).routable
 
 
+def test_compatibility_record_admits_no_sequence_longer_than_it_compared(policy, key, two_lanes):
+    """tools/compat states the longest sequence whose logits it compared (a prompt, ~20-50 tokens):
+    a route asking for whole 2048-token sequences was never measured; one stating 32 per sequence is
+    inside it; a record stating no length is refused outright."""
+    envs, nodes = two_lanes
+    short = _compat(key, mutate=lambda r: setattr(r.recipe, "longest_sequence_tokens", 48))
+    d = decide(policy, envs, nodes, compat=[short])
+    _assert_compat_refused(d, "scope-recipe-mismatch")
+    assert "48 tokens" in d.reasons[0]
+    per_sequence = sample_reports.make_recipe(**{**_ROUTE_FIELDS, "context_per_sequence": 32})
+    assert decide(policy, envs, nodes, compat=[short], recipe=per_sequence).routable
+    unstated = _compat(key, mutate=lambda r: r.recipe.ClearField("longest_sequence_tokens"))
+    _assert_compat_refused(decide(policy, envs, nodes, compat=[unstated]), "compat-recipe-missing")
+
+
 @pytest.mark.parametrize("field", ["upstream_commit", "patch_stack_digest"])
 def test_compatibility_record_without_the_lanes_pin_is_refused(policy, key, two_lanes, field):
     # Never skipped when empty: a record that names no pin binds no build of llama.cpp.
@@ -393,7 +408,11 @@ def test_compatibility_record_with_the_route_recipe_and_the_lanes_pin_is_admitte
     compat = _compat(key)
     rec = certification_pb2.CompatibilityRecord.FromString(compat.payload)
     certs = [certification_pb2.CertificationRecord.FromString(e.payload) for e in envs]
-    assert rec.recipe == ROUTE_RECIPE and rec.schema_version == 2
+    stated = runner_report_pb2.Recipe()
+    stated.CopyFrom(rec.recipe)
+    assert stated.longest_sequence_tokens == ROUTE_RECIPE.context_size
+    stated.ClearField("longest_sequence_tokens")
+    assert stated == ROUTE_RECIPE and rec.schema_version == 2
     assert {(c.upstream_commit, c.patch_stack_digest) for c in certs} == {(rec.upstream_commit, rec.patch_stack_digest)}
     d = decide(policy, envs, nodes, compat=[compat])
     assert d.routable and not d.reasons, d.reasons

@@ -129,7 +129,8 @@ def test_sign_then_admit_through_files(tmp_path, monkeypatch):
         compat["certification_record_ids"].append(cert.record_id)
         # As tools/compat builds it: the lanes' llama.cpp pin and the recipe the route was measured under.
         compat.update(upstream_commit=cert.upstream_commit, patch_stack_digest=cert.patch_stack_digest)
-    compat["recipe"] = json_format.MessageToDict(recipe)
+    # tools/compat states the longest sequence it compared; this route asks for whole contexts.
+    compat["recipe"] = {**json_format.MessageToDict(recipe), "longestSequenceTokens": recipe.context_size}
     (tmp_path / "compat.json").write_text(json.dumps(compat))
     certify.sign_compatibility_file(tmp_path / "compat.json", files.private_key, policy_path, records_dir, 30)
     two, _ = admission_files.decide_from_files(policy_path, records_dir, node_paths, sample_reports.MODEL_SHA256, "r",

@@ -81,7 +81,9 @@ def test_a_compatible_route_passes_its_step_under_the_lanes_recipe(tmp_path):
     assert (out / "logs" / "compat.exit").read_text() == "0 PASS\n"
     assert "# PASS: compatible" in (out / "logs" / "compat.log").read_text()
     assert report["recipe"] == {"kvCacheTypes": ["f16"], "flashAttention": ["on"], "nGpuLayers": -1,
-                                "contextSize": 1024, "batchSize": 1024, "ubatchSize": 512, "parallelSequences": 1}
+                                "contextSize": 1024, "batchSize": 1024, "ubatchSize": 512, "parallelSequences": 1,
+                                # The longest sequence whose logits were compared: the fake lanes' 6 tokens.
+                                "longestSequenceTokens": 6}
     routed = [c.argv for c in log_blocks.commands((out / "logs" / "compat.log").read_text())
               if rpc_route.is_route_command(c.argv)]
     assert len(routed) == rpc_route.LOGIT_PROMPTS + len(rpc_route.PROMPTS)

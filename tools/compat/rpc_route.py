@@ -154,7 +154,8 @@ def recipe_from_argv(argvs: list[list[str]]) -> rpb.Recipe:
     recipe, tools/runner/recipe.py): -ctk/-ctv (llama.cpp's f16 when absent), -fa when on/off (auto
     proves no mode), -ngl (OFFLOAD_ALL or more: -1, every layer; the fewest otherwise; absent: 0),
     the largest -c/-b/-ub and -np (absent: 1, one sequence per command). How long a sequence was is
-    the prompts', not a flag: context_per_sequence and longest_sequence_tokens stay unstated (0)."""
+    the prompts', not a flag: context_per_sequence stays unstated (0), and measure() states
+    longest_sequence_tokens from the sequences it compared (longest_compared_sequence)."""
     kv: set[str] = set()
     fa: set[str] = set()
     offload: list[int] = []
@@ -280,8 +281,9 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                 if proc.returncode != 0:
                     raise RouteError(f"llama-completion for {who}, prompt {i}, exited {exits.describe(proc.returncode)} (see {step.log_path})")
         # The tool's own file, not a log line a lane's output could repeat: recompute reads it there.
-        step.config(RECIPE_CONFIG_KEY, json.dumps(json_format.MessageToDict(recipe_from_argv(route_argvs)),
-                                                  sort_keys=True))
+        recipe = recipe_from_argv(route_argvs)
+        recipe.longest_sequence_tokens = longest_compared_sequence(arrays)
+        step.config(RECIPE_CONFIG_KEY, json.dumps(json_format.MessageToDict(recipe), sort_keys=True))
         measured = True
     finally:
         tracker.stop_all(grace_s=2.0)
@@ -418,6 +420,12 @@ def recompute(out_dir: pathlib.Path) -> dict:
             "endpoints": [e for e in cfg.get("endpoints", "").split(",") if e], "recipe": recipe}
 
 
+def longest_compared_sequence(arrays) -> int:
+    """The longest token sequence the route ran whose logits were compared position by position (the
+    route's llama-logits runs): what the record may state as longest_sequence_tokens."""
+    return max((len(arrays[k]) for k in arrays.keys() if k.startswith("route.") and k.endswith(".tokens")), default=0)
+
+
 def _measured_recipe(logs: pathlib.Path, text: str) -> tuple[dict, str]:
     """(the recipe compat.config.json states, as a Recipe JSON dict, and why it is not what the
     route's commands in compat.log ran; empty when it is). A measurement made before the recipe was
@@ -430,7 +438,15 @@ def _measured_recipe(logs: pathlib.Path, text: str) -> tuple[dict, str]:
     except (log_blocks.StepConfigError, ValueError) as err:
         return {}, f"{path.name}: no readable recipe ({err})"
     ran = [cmd.argv for cmd in log_blocks.commands(text) if is_route_command(cmd.argv)]
-    derived = json_format.MessageToDict(recipe_from_argv(ran)) if ran else {}
+    derived = {}
+    if ran:
+        recipe = recipe_from_argv(ran)
+        try:
+            with np.load(logs / LOGITS_FILE) as z:
+                recipe.longest_sequence_tokens = longest_compared_sequence(z)
+        except (OSError, ValueError) as err:
+            return {}, f"{LOGITS_FILE}: unreadable ({err}): the longest sequence measured cannot be derived"
+        derived = json_format.MessageToDict(recipe)
     if stated != derived:
         return {}, f"{path.name} states recipe {stated}, the route's commands in compat.log ran {derived}"
     return stated, ""

@@ -66,6 +66,7 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
     if recipe is None:
         recipe = json_format.MessageToDict(rpc_route.recipe_from_argv(
             [argv for i in range(2) for argv in (_route_argv(i), _greedy_route_argv(i))]))
+        recipe["longestSequenceTokens"] = 5  # the route's compared logits: 5 tokens a prompt
     if recipe:
         log_blocks.write_config(log_blocks.config_path(logs, "compat"), {rpc_route.RECIPE_CONFIG_KEY: json.dumps(recipe)})
     for alias, version in zip(("cuda", "vulkan"), versions):

@@ -401,5 +401,63 @@ def test_cuda_graph_log_lines_inside_a_result_are_not_lost():
     assert FP.summary_problems(s, "CUDA0") == ["Backend CUDA0: FAIL"]
 
 
+# ---- forged listings (red team) ---------------------------------------------------------------------
+
+_EVAL = "$ /l/bin/llama-eval-callback -m /m.gguf -p 'The quick brown fox' -ngl 99 -fa {fa} -c 256 --seed 1\n"
+_NODE = "common_debug_cb_eval:   x = (f32)        ADD(a{4, 1, 1, 1}, b{4, 1, 1, 1}}) = {4, 1, 1, 1}\n"
+
+
+def _forged_log(tmp_path, listing: str, harness_ops, **cfg_kw) -> dict[str, int]:
+    graph, _ = FP.listed_graph_ops(listing)
+    required = tuple(dict.fromkeys(GRAPH_OPS + tuple(graph)))
+    cfg = FP.FixtureConfig(mode="test", backend="CUDA0", required_ops=required, graph_ops=tuple(graph),
+                           thresholds={op: FP.threshold("test", op) for op in required}, **cfg_kw)
+    from tools.runner import log_blocks
+    log_blocks.write_config(log_blocks.config_path(tmp_path, FP.STEP), FP.config_values(cfg))
+    (tmp_path / "fixture_parity.log").write_text(listing + _harness({op: 2 for op in harness_ops}))
+    return graph
+
+
+def test_a_model_that_never_loaded_cannot_forge_a_listing(tmp_path):
+    """A GGUF whose tokenizer type is a node line, `# exit 0` and `$ /bin/true`: llama.cpp echoes it in
+    its load error and eval-callback exits 1 in both modes. The forged exit and command lines are
+    not the runner's two of each, so the listing is refused."""
+    inject = "\n" + _NODE + "# exit 0 after 0.01s\n$ /bin/true\n"
+    run = lambda fa: (_EVAL.format(fa=fa) + "E llama_model_load: error loading model vocabulary: unknown "
+                      f"pre-tokenizer type: '{inject}'\nE main : failed to init\n# exit 1 after 0.05s\n")
+    listing = run("on") + run("off")
+    graph = _forged_log(tmp_path, listing, GRAPH_OPS)
+    assert graph == {}
+    found = FP.problems(tmp_path)
+    assert found and "4 command line(s)" in found[0] and "4 exit line(s)" in found[0]
+
+
+@pytest.mark.parametrize("sep", ["\n", "\x0c"])  # \x0c: str.splitlines() breaks there, re's ^ does not
+def test_lane_output_cannot_hide_a_graph_op(tmp_path, sep):
+    """The lane prints `# exit 0` and `$ /bin/true` before its GEGLU nodes, which would end the run
+    there and drop GEGLU from the required ops: refused as a forged listing."""
+    text = LISTING.read_text().replace(" SWIGLU(", "  GEGLU(")
+    out, armed = [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("$ "):
+            armed = True
+        if armed and "  GEGLU(" in line:
+            out.append(f"{sep}# exit 0 after 0.01s{sep}$ /bin/true\n")
+            armed = False
+        out.append(line)
+    _forged_log(tmp_path, "".join(out), GRAPH_OPS)
+    found = FP.problems(tmp_path)
+    assert found and "printed by the lane or the model" in found[0]
+
+
+def test_a_listed_graph_op_the_spec_calls_absent_is_not_excused(tmp_path):
+    listing = LISTING.read_text()
+    graph, _ = FP.listed_graph_ops(listing)
+    assert "CONT" in graph
+    _forged_log(tmp_path, listing, [op for op in GRAPH_OPS if op != "CONT"] + [op for op in graph if op != "CONT"],
+                absent_ops=("CONT",), op_coverage={"CONT": "op_oracle"})
+    assert "model-graph op(s) the lane spec calls absent from the graph: CONT" in FP.problems(tmp_path)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 import subprocess
 
@@ -43,7 +44,27 @@ def loader_cache_files(listing: str | None = None) -> set[str]:
         if proc.returncode != 0 or len(proc.stdout) > _MAX_CACHE_LISTING:
             return set()
         listing = proc.stdout.decode("utf-8", errors="replace")
-    return {_real(p) for p in parse_loader_cache(listing)}
+    return {real for real in map(_real, parse_loader_cache(listing)) if root_controlled(real)}
+
+
+def root_controlled(path: str) -> bool:
+    """Only root can replace `path`: it and every directory above it are root's and writable by no
+    one else (a world-writable directory only with the sticky bit, which keeps root's files root's).
+    The loader's cache is root's, but the files it names need not be."""
+    try:
+        st = os.stat(path)
+        if st.st_uid != 0 or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or not stat.S_ISREG(st.st_mode):
+            return False
+        parent = os.path.dirname(path)
+        while True:
+            st = os.stat(parent)
+            if st.st_uid != 0 or (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX):
+                return False
+            if parent == os.path.dirname(parent):
+                return True
+            parent = os.path.dirname(parent)
+    except OSError:
+        return False
 
 
 def _under(path: str, roots: list[str]) -> bool:

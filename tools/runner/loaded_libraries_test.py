@@ -3,6 +3,7 @@ system library dirs is reported; the lane's own and the system's are not."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -61,6 +62,8 @@ def test_a_library_from_outside_the_lane_is_reported(tmp_path, mapper):
 def test_a_driver_the_system_loader_cache_lists_is_not_foreign_and_its_neighbours_are(tmp_path, mapper):
     """The H200 host's libcuda lives in /usr/local/nvidia/lib64, listed by ld.so.conf: the exact files
     the loader's cache names are the system's; another file in that directory is not."""
+    if os.geteuid() != 0:
+        pytest.skip("the driver stand-in must be root's, as a cache-listed file has to be")
     lane = tmp_path / "lane"
     own = _lib(lane / "lib" / "libggml.so.0")
     driver = _lib(tmp_path / "nvidia" / "lib64" / "libcuda.so.580.159.04")
@@ -74,6 +77,23 @@ def test_a_driver_the_system_loader_cache_lists_is_not_foreign_and_its_neighbour
     roots = (sys.base_prefix, sys.prefix)
     assert loaded_libraries.foreign_libraries(pid, lane, roots) == [str(driver), str(planted)]
     assert loaded_libraries.foreign_libraries(pid, lane, roots, cache) == [str(planted)]
+
+
+def test_a_cache_listed_file_others_can_replace_stays_foreign(tmp_path, mapper):
+    """The cache is root's, the files it names need not be: one in a directory any user may write
+    (no sticky bit) could be swapped under the same path, so it is not taken as the system's."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    lib = _lib(shared / "libvendor.so.1")
+    listing = f"1 libs found in cache `/etc/ld.so.cache'\n\tlibvendor.so.1 (libc6,x86-64) => {lib}\n"
+    assert loaded_libraries.loader_cache_files(listing) == set()
+    pid = mapper(lib)
+    assert loaded_libraries.foreign_libraries(pid, tmp_path / "lane", (), loaded_libraries.loader_cache_files(listing)) == [str(lib)]
+    os.chmod(shared, 0o755)
+    writable = _lib(tmp_path / "other" / "libw.so.1")
+    os.chmod(writable, 0o666)
+    assert not loaded_libraries.root_controlled(str(writable))
 
 
 def test_this_hosts_loader_cache_is_read():

@@ -46,6 +46,9 @@ def compatibility_record(certs: Sequence[certification_pb2.CertificationRecord],
                       build_evidence_digest=cert.build_evidence_digest, server_device="X0")
         rec.certification_record_ids.append(cert.record_id)
     rec.recipe.CopyFrom(recipe if recipe is not None else certs[0].recipe)
+    if not rec.recipe.longest_sequence_tokens:
+        # tools/compat states the longest sequence it compared; the sample routes ask for whole contexts.
+        rec.recipe.longest_sequence_tokens = rec.recipe.context_size
     return rec
 
 

@@ -25,13 +25,14 @@ import dataclasses
 import json
 import os
 import pathlib
+import shlex
 
 from proto import runner_report_pb2 as rpb
 from tools.runner import exits, log_blocks
 from tools.runner.checks.base import Check, option
 from tools.runner.checks.fixture_parity_log import OpCounts, OpsSummary, mode_of, parse_test_backend_ops
 from tools.runner.checks.op_oracle_graph import VIEW_OPS
-from tools.runner.checks.op_oracle_log import OracleLogError, parse_runs
+from tools.runner.checks.op_oracle_log import EVAL_BIN, OracleLogError, flash_attn_of, parse_runs
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -321,8 +322,35 @@ def split_log(text: str) -> tuple[str, str]:
     return text[:start], text[start:]
 
 
+def listing_structure_problems(listing: str) -> list[str]:
+    """The runner writes exactly two `$ llama-eval-callback` lines (-fa on, -fa off), each closed by one
+    `# exit` line. Any other `$ ` or `# exit` line, split as parse_runs splits (str.splitlines: \\r, \\f,
+    \\x85 and \\u2028 break lines too), was printed by the lane or the model: a model name or a
+    tokenizer type llama.cpp echoes could otherwise end a failed run early with a forged exit 0."""
+    lines = listing.splitlines()
+    commands = [line for line in lines if line.startswith("$ ")]
+    if not commands:
+        return ["no model-graph listing (llama-eval-callback) before test-backend-ops"]
+    exits_written = sum(1 for line in lines if log_blocks.EXIT_LINE.match(line))
+    modes = []
+    for line in commands:
+        try:
+            argv = shlex.split(line[2:])
+        except ValueError:
+            argv = []
+        modes.append(flash_attn_of(argv) if argv and pathlib.PurePosixPath(argv[0]).name == EVAL_BIN else "?")
+    if sorted(modes) != ["off", "on"] or exits_written != 2:
+        return [f"the model-graph listing holds {len(commands)} command line(s) ({', '.join(modes) or 'none'}) and "
+                f"{exits_written} exit line(s); the runner writes two llama-eval-callback runs (-fa on, off) and "
+                "their two exit lines: the others were printed by the lane or the model"]
+    return []
+
+
 def listed_graph_ops(listing: str) -> tuple[dict[str, int], list[str]]:
     """(compute op -> nodes, problems) of the model-graph runs in the listing."""
+    structure = listing_structure_problems(listing)
+    if structure:
+        return {}, structure
     try:
         runs = parse_runs(listing)
     except OracleLogError as err:
@@ -359,6 +387,10 @@ def graph_problems(text: str, cfg: FixtureConfig) -> list[str]:
     missing = [op for op in cfg.graph_ops if op not in cfg.required_ops]
     if missing:
         problems.append(f"model-graph op(s) not required: {', '.join(missing)}")
+    # An op the device ran is never excused as "absent from the graph" (absent_required()).
+    absent = [op for op in cfg.graph_ops if op in cfg.absent_ops]
+    if absent:
+        problems.append(f"model-graph op(s) the lane spec calls absent from the graph: {', '.join(absent)}")
     return problems
 
 

@@ -71,7 +71,8 @@ def _ne(text: str) -> tuple[int, int, int, int]:
     return parts  # type: ignore[return-value]
 
 
-def _flash_attn(argv: list[str]) -> str:
+def flash_attn_of(argv: list[str]) -> str:
+    """The -fa mode an eval-callback argv asks for ("auto" when it names none)."""
     for flag in ("-fa", "--flash-attn"):
         if flag in argv and argv.index(flag) + 1 < len(argv):
             return argv[argv.index(flag) + 1]
@@ -102,7 +103,7 @@ def parse_runs(text: str) -> list[Run]:
             argv = shlex.split(line[2:])
             run = node = None
             if argv and pathlib.Path(argv[0]).name == EVAL_BIN:
-                run = Run(argv=argv, flash_attn=_flash_attn(argv))
+                run = Run(argv=argv, flash_attn=flash_attn_of(argv))
                 runs.append(run)
             continue
         if run is None:
