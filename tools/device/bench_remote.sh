@@ -51,9 +51,7 @@ print("\n".join(f"-D{k}={v.replace(chr(92) + chr(36), chr(36))}" for k, v in sor
   echo "reference build: $(( $(date +%s) - start )) s on $(nproc) cores" | tee -a "$ref/reference_build.txt"
   grep -E "CMAKE_CUDA_ARCHITECTURES|GGML_CUDA_NO_VMM|GGML_CUDA_GRAPHS|GGML_LLAMAFILE|GGML_NATIVE|GGML_VULKAN" \
     "$ref/build/CMakeCache.txt" | tee -a "$ref/reference_build.txt"
-  # llama-bench's RUNPATH is $ORIGIN/../lib:$ORIGIN; libraries built outside bin/ (llama-bench-impl
-  # under tools/) go beside it, as //lanes:<alias>_upstream installs them (install_from_build_tree).
-  find "$ref/build" -name 'lib*.so*' -not -path "$ref/build/bin/*" -exec cp -P {} "$ref/build/bin/" \;
+  # llama-bench finds its libraries in bin/ through RUNPATH $ORIGIN (the cache entry, unescaped above).
   ldd "$ref/build/bin/llama-bench" | grep "not found" && { echo "reference llama-bench: libraries not found" >&2; return 1; }
   echo "$stamp" > "$ref/STAMP"
 }

@@ -16,7 +16,8 @@ import logging
 import os
 import pathlib
 import tempfile
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import gguf
 import numpy as np
@@ -25,6 +26,7 @@ from absl import app, flags
 from tools.core.errors import LanesError
 
 ARCH = "llama"
+T = TypeVar("T")
 DTYPES = ("f32", "f16", "q4_0")
 # Q4_0: blocks of 32 weights, an F16 scale then 16 bytes of 4-bit values (ggml's block_q4_0).
 _Q4_0_BLOCK, _Q4_0_BYTES = 32, 18
@@ -92,39 +94,48 @@ def vocab_size(fields: list[tuple[str, Any, gguf.GGUFValueType, gguf.GGUFValueTy
     return next(len(v) for k, v, _, _ in fields if k == "tokenizer.ggml.tokens")
 
 
-def make_weights(cfg: TinyConfig, n_vocab: int, seed: int) -> dict[str, np.ndarray]:
-    """Random float32 weights in GGUF (numpy) layout: a matrix with ggml ne {in, out} is numpy (out, in).
-
-    Scales are ~1/sqrt(fan_in) so attention and FFN change the residual stream as much as
-    the embedding does: the logits then depend on context (not just the last token) and
-    spread over several units, so top-1 varies across positions.
-    """
-    rng = np.random.default_rng(seed)
+def _llama_tensors(cfg: TinyConfig, n_vocab: int, embd: Callable[[int, int], T], mat: Callable[[int, int, float], T],
+                   norm: Callable[[int], T]) -> dict[str, T]:
+    """The llama tensors in file order, each made by its constructor (one call each, in this order:
+    a seeded generator's draws depend on it). A matrix with ggml ne {in, out} is made as (out, in)."""
     d, hd = cfg.n_embd, cfg.head_dim
-
-    def mat(n_out: int, n_in: int, gain: float = 1.0) -> np.ndarray:
-        return (rng.standard_normal((n_out, n_in)) * (gain / np.sqrt(n_in))).astype(np.float32)
-
-    def norm(n: int) -> np.ndarray:
-        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
-
-    w: dict[str, np.ndarray] = {}
-    w["token_embd.weight"] = rng.standard_normal((n_vocab, d)).astype(np.float32)
+    w = {"token_embd.weight": embd(n_vocab, d)}
     for i in range(cfg.n_layer):
         p = f"blk.{i}."
         w[p + "attn_norm.weight"] = norm(d)
         # Q/K gain > 1 sharpens attention so RoPE/position errors show up in the logits.
         w[p + "attn_q.weight"] = mat(cfg.n_head * hd, d, 2.0)
         w[p + "attn_k.weight"] = mat(cfg.n_head_kv * hd, d, 2.0)
-        w[p + "attn_v.weight"] = mat(cfg.n_head_kv * hd, d)
-        w[p + "attn_output.weight"] = mat(d, cfg.n_head * hd)
+        w[p + "attn_v.weight"] = mat(cfg.n_head_kv * hd, d, 1.0)
+        w[p + "attn_output.weight"] = mat(d, cfg.n_head * hd, 1.0)
         w[p + "ffn_norm.weight"] = norm(d)
-        w[p + "ffn_gate.weight"] = mat(cfg.n_ff, d)
-        w[p + "ffn_up.weight"] = mat(cfg.n_ff, d)
-        w[p + "ffn_down.weight"] = mat(d, cfg.n_ff)
+        w[p + "ffn_gate.weight"] = mat(cfg.n_ff, d, 1.0)
+        w[p + "ffn_up.weight"] = mat(cfg.n_ff, d, 1.0)
+        w[p + "ffn_down.weight"] = mat(d, cfg.n_ff, 1.0)
     w["output_norm.weight"] = norm(d)
     w["output.weight"] = mat(n_vocab, d, 3.0)
     return w
+
+
+def make_weights(cfg: TinyConfig, n_vocab: int, seed: int) -> dict[str, np.ndarray]:
+    """Random float32 weights in GGUF (numpy) layout.
+
+    Scales are ~1/sqrt(fan_in) so attention and FFN change the residual stream as much as
+    the embedding does: the logits then depend on context (not just the last token) and
+    spread over several units, so top-1 varies across positions.
+    """
+    rng = np.random.default_rng(seed)
+
+    def embd(n_out: int, n_in: int) -> np.ndarray:
+        return rng.standard_normal((n_out, n_in)).astype(np.float32)
+
+    def mat(n_out: int, n_in: int, gain: float) -> np.ndarray:
+        return (rng.standard_normal((n_out, n_in)) * (gain / np.sqrt(n_in))).astype(np.float32)
+
+    def norm(n: int) -> np.ndarray:
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    return _llama_tensors(cfg, n_vocab, embd, mat, norm)
 
 
 def make_q4_0_weights(cfg: TinyConfig, n_vocab: int, seed: int) -> dict[str, tuple[np.ndarray, tuple[int, ...]]]:
@@ -132,12 +143,11 @@ def make_q4_0_weights(cfg: TinyConfig, n_vocab: int, seed: int) -> dict[str, tup
     4-bit values with one scale per tensor, norms F32 ones; name -> (stored bytes or F32, shape).
 
     Drawing bytes, not float weights, makes a 7B-shaped file in seconds; its logits are meaningless,
-    which a speed measurement does not read.
+    which a speed measurement does not read (so the float models' gains are not applied).
     """
     rng = np.random.default_rng(seed)
-    d, hd = cfg.n_embd, cfg.head_dim
 
-    def q4(n_out: int, n_in: int) -> tuple[np.ndarray, tuple[int, ...]]:
+    def q4(n_out: int, n_in: int, gain: float = 1.0) -> tuple[np.ndarray, tuple[int, ...]]:
         if n_in % _Q4_0_BLOCK:
             raise ValueError(f"Q4_0 needs rows of a multiple of {_Q4_0_BLOCK} weights, got {n_in}")
         blocks = rng.integers(0, 256, size=(n_out, n_in // _Q4_0_BLOCK, _Q4_0_BYTES), dtype=np.uint8)
@@ -148,21 +158,7 @@ def make_q4_0_weights(cfg: TinyConfig, n_vocab: int, seed: int) -> dict[str, tup
     def ones(n: int) -> tuple[np.ndarray, tuple[int, ...]]:
         return np.ones(n, dtype=np.float32), (n,)
 
-    w = {"token_embd.weight": q4(n_vocab, d)}
-    for i in range(cfg.n_layer):
-        p = f"blk.{i}."
-        w[p + "attn_norm.weight"] = ones(d)
-        w[p + "attn_q.weight"] = q4(cfg.n_head * hd, d)
-        w[p + "attn_k.weight"] = q4(cfg.n_head_kv * hd, d)
-        w[p + "attn_v.weight"] = q4(cfg.n_head_kv * hd, d)
-        w[p + "attn_output.weight"] = q4(d, cfg.n_head * hd)
-        w[p + "ffn_norm.weight"] = ones(d)
-        w[p + "ffn_gate.weight"] = q4(cfg.n_ff, d)
-        w[p + "ffn_up.weight"] = q4(cfg.n_ff, d)
-        w[p + "ffn_down.weight"] = q4(d, cfg.n_ff)
-    w["output_norm.weight"] = ones(d)
-    w["output.weight"] = q4(n_vocab, d)
-    return w
+    return _llama_tensors(cfg, n_vocab, q4, q4, ones)
 
 
 def _store_dtype(arr: np.ndarray, dtype: str) -> np.ndarray:

@@ -155,13 +155,13 @@ class LlamaServer:
         cache = loaded_libraries.loader_cache_files()
         try:
             mapped = loaded_libraries.foreign_libraries(self.proc.pid, self.ctx.config.lane_dir, roots)
-            foreign = loaded_libraries.foreign_libraries(self.proc.pid, self.ctx.config.lane_dir, roots, cache)
         except OSError as err:
-            foreign = [f"(/proc/{self.proc.pid}/maps unreadable: {err.strerror})"]
+            mapped = [f"(/proc/{self.proc.pid}/maps unreadable: {err.strerror})"]
         # A lane directory of links (Bazel's runfiles) maps its files by their targets: those are its own.
         own = {os.path.realpath(p) for p in lane_files.files(self.ctx.config.lane_dir)}
-        foreign = [f for f in foreign if os.path.realpath(f) not in own]
-        by_cache = [f for f in mapped if f not in foreign and os.path.realpath(f) not in own]
+        mapped = [f for f in mapped if os.path.realpath(f) not in own]
+        by_cache = [f for f in mapped if os.path.realpath(f) in cache]
+        foreign = [f for f in mapped if f not in by_cache]
         if by_cache:
             self.step.log(f"# llama-server pid {self.proc.pid}: from the system loader's cache (ldconfig -p): "
                           f"{', '.join(by_cache)}")
