@@ -9,7 +9,9 @@ tools/server/server-context.cpp at the pin).
   n_predict tokens for nobody: the next request waits for it.
 --fake_mode=decode_to_end: a dropped stream is decoded to the end and logged as such (no cancel).
 --fake_mode=serial: decodes one request at a time, yet logs every request's slot launch on arrival,
-  so that its log shows the requests overlapping on distinct slots.
+  so that its log shows the requests overlapping on distinct slots. It pauses SERIAL_GAP_S between
+  requests so that a client thread scheduled late on a loaded host still reads one stream's tail
+  before the next stream's head.
 SIGINT: logs "cleaning up before exit..." and exits 0, as llama-server does.
 Other llama-server flags are accepted and ignored, except --port and -np.
 """
@@ -29,6 +31,7 @@ import time
 T0 = time.monotonic()
 LOG_LOCK = threading.Lock()
 TOKEN_S = 0.001  # per generated token
+SERIAL_GAP_S = 0.25
 
 
 def log(level: str, text: str) -> None:
@@ -139,6 +142,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._decode(req, slot, task, n_predict, n_probs, n_prompt)
         finally:
             if serial is not None:
+                time.sleep(SERIAL_GAP_S)
                 serial.release()
 
     def _decode(self, req: dict, slot: int, task: int, n_predict: int, n_probs: int, n_prompt: int) -> None:
