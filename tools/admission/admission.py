@@ -8,9 +8,9 @@ that contains the route's recipe (see recipe_refusal), (6) shows every required 
 (7) meets the speed floors. A route over more than one lane also needs a signed CompatibilityRecord
 for exactly those lanes and the model, measured under a recipe that contains the route's and with
 the llama.cpp pin (upstream commit, patch stack digest) of the lanes' records; a compatibility record
-that states no recipe or no pin covers nothing. Its refusal, in the mixed-route reason's candidates,
-starts with its own code (compat-recipe-missing, scope-recipe-mismatch, compat-pin-missing,
-compat-pin-mismatch).
+that states no recipe, no pin or no corpus parity covers nothing. Its refusal,
+in the mixed-route reason's candidates, starts with its own code (compat-recipe-missing,
+compat-corpus-missing, scope-recipe-mismatch, compat-pin-missing, compat-pin-mismatch).
 Nothing here knows backend names: scope is compared field by field, never against an allowlist.
 Every refusal starts with its reason code ("expired: ...") so tools can match on it.
 
@@ -56,6 +56,7 @@ MIXED_WITHOUT_COMPATIBILITY = "mixed-backends-without-compatibility"
 SCOPE_MODEL_MISMATCH = "scope-model-mismatch"
 SCOPE_RECIPE_MISMATCH = "scope-recipe-mismatch"
 COMPAT_RECIPE_MISSING = "compat-recipe-missing"
+COMPAT_CORPUS_MISSING = "compat-corpus-missing"
 COMPAT_PIN_MISSING = "compat-pin-missing"
 COMPAT_PIN_MISMATCH = "compat-pin-mismatch"
 WRONG_RECORD_KIND = "wrong-record-kind"
@@ -440,6 +441,9 @@ def _compatibility_refusal(rec, lanes, model, admitted, policy=None, recipe=None
     if not rec.recipe.longest_sequence_tokens:
         return (f"{COMPAT_RECIPE_MISSING}: states no longest sequence the route was measured on; measure the "
                 "route again (tools/compat) and sign a record that states it")
+    if not rec.HasField("corpus_parity") or not rec.corpus_parity.positions:
+        return (f"{COMPAT_CORPUS_MISSING}: states no corpus parity of the route; measure "
+                "the route again (tools/compat) and sign a record that states it")
     why = recipe_refusal(rec.recipe, recipe)
     if why:
         return f"{SCOPE_RECIPE_MISMATCH}: the route's recipe is not the one measured on it: {why}"

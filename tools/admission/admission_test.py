@@ -387,6 +387,17 @@ def test_compatibility_record_admits_no_sequence_longer_than_it_compared(policy,
     _assert_compat_refused(decide(policy, envs, nodes, compat=[unstated]), "compat-recipe-missing")
 
 
+def test_compatibility_record_without_corpus_parity_is_refused(policy, key, two_lanes):
+    """A route measured only on its prompts' logits (tens of tokens) was never compared with the CPU
+    lane over the corpus: no record without that comparison, or with none of its positions, admits it."""
+    envs, nodes = two_lanes
+    absent = _compat(key, mutate=lambda r: r.ClearField("corpus_parity"))
+    _assert_compat_refused(decide(policy, envs, nodes, compat=[absent]), "compat-corpus-missing")
+    empty = _compat(key, mutate=lambda r: setattr(r.corpus_parity, "positions", 0))
+    _assert_compat_refused(decide(policy, envs, nodes, compat=[empty]), "compat-corpus-missing")
+    assert decide(policy, envs, nodes, compat=[_compat(key)]).routable
+
+
 @pytest.mark.parametrize("field", ["upstream_commit", "patch_stack_digest"])
 def test_compatibility_record_without_the_lanes_pin_is_refused(policy, key, two_lanes, field):
     # Never skipped when empty: a record that names no pin binds no build of llama.cpp.

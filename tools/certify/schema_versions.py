@@ -71,8 +71,9 @@ COMPATIBILITY_V1_FIELDS = frozenset({
     "issued_at", "expires_at", "lanes", "rpc_protocol_version", "endpoints", "loopback", "greedy_agreement",
     "prompts", "measurement_digest", "raw_file_digests", "comparisons",
 })
-# v2: the recipe the route was measured under (admission refuses a mixed route without one).
-COMPATIBILITY_V2_FIELDS = COMPATIBILITY_V1_FIELDS | {"recipe"}
+# v2: the recipe the route was measured under and its corpus parity against the CPU lane
+# (admission refuses a mixed route without either).
+COMPATIBILITY_V2_FIELDS = COMPATIBILITY_V1_FIELDS | {"recipe", "corpus_parity"}
 
 CERTIFICATION = SchemaFamily(CERTIFICATION_FAMILY, [
     SchemaVersion(1, certification_pb2.CertificationRecord, CERTIFICATION_V1_FIELDS),

@@ -65,6 +65,9 @@ def load_measurement(out_dir: pathlib.Path) -> dict:
     # A measurement made before the recipe was recorded states none, in its report and its raw files.
     if not same_figures(again["recipe"], report.get("recipe", {})):
         raise CompatibilityInputError(f"{path}: recipe differs from what its raw files give: the report was edited")
+    # Likewise the corpus comparison ({} before the route had one).
+    if not same_figures(again["corpus"], report.get("corpus", {})):
+        raise CompatibilityInputError(f"{path}: corpus differs from what its raw files give: the report was edited")
     logged = sorted(f"{lane['lane_id']} {lane['build_evidence_digest']} {lane['certification_report_digest'] or '-'} "
                     f"{lane['server_device']}" for lane in report["lanes"])
     if logged != again["lanes_measured"]:
@@ -117,6 +120,10 @@ def build(out_dir: pathlib.Path,
     if not report.get("recipe"):
         raise CompatibilityInputError(f"{out_dir}: the measurement states no recipe (made before tools/compat "
                                       "recorded one): measure the route again")
+    corpus = report.get("corpus") or {}
+    if not corpus:
+        raise CompatibilityInputError(f"{out_dir}: the measurement has no corpus comparison with the CPU lane (made "
+                                      "before tools/compat ran one): measure the route again")
     rec = certification_pb2.CompatibilityRecord(
         lane_ids=[lane["lane_id"] for lane in report["lanes"]],
         model_sha256=report["model_sha256"],  # equal to the digest compat.log names (checked above)
@@ -140,6 +147,11 @@ def build(out_dir: pathlib.Path,
             max_abs_delta_logit=c["max_abs_delta_logit"], mean_kl=c["mean_kl"],
             top1_agreement_decisive=c["top1_agreement_decisive"], greedy_agreement=c["greedy_agreement"],
             positions=c["n_tokens"], decisive_positions=c["n_decisive"]))
+    rec.corpus_parity.CopyFrom(certification_pb2.CompatibilityCorpus(
+        corpus_sha256=corpus["corpus_sha256"], bounds=corpus["bounds"], positions=corpus["n_compared"],
+        decisive_positions=corpus["n_decisive"], mean_kl=corpus["mean_kl"], p99_kl=corpus["p99_kl"],
+        top1_agreement_decisive=corpus["top1_agreement_decisive"], perplexity_ratio=corpus["ppl_ratio"],
+        route_perplexity=corpus["compared_perplexity"], cpu_perplexity=corpus["reference_perplexity"]))
     try:
         json_format.ParseDict(report["recipe"], rec.recipe)
     except json_format.ParseError as err:
@@ -161,7 +173,8 @@ def build(out_dir: pathlib.Path,
         rec.certification_record_ids.append(cert.record_id)
         bound.append(cert)
     rec.upstream_commit, rec.patch_stack_digest = _pin(bound)
-    for value in (rec.kl_divergence, rec.max_abs_delta_logit, rec.top1_agreement, rec.greedy_agreement):
+    for value in (rec.kl_divergence, rec.max_abs_delta_logit, rec.top1_agreement, rec.greedy_agreement,
+                  rec.corpus_parity.mean_kl, rec.corpus_parity.p99_kl, rec.corpus_parity.perplexity_ratio):
         if not math.isfinite(value):
             raise CompatibilityInputError("non-finite figure in the measurement")
     _ = rpb  # runner_report_pb2 registers DeviceClass for json_format

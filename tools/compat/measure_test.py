@@ -10,6 +10,7 @@ import pytest
 
 from tools.compat import compat_record, rpc_route
 from tools.runner import log_blocks
+from tools.runner.testing import fake_lane
 
 # One rpc-server per lane: listens where -H/-p say, prints its protocol version once.
 _RPC_SERVER = """
@@ -42,6 +43,30 @@ with open(val("-o"), "wb") as f:
     for r in rows:
         f.write(struct.pack("<8f", *r))
 """
+# upstream's --kl-divergence-base file over 32 chunks of 258 tokens and a vocabulary of 8, the same
+# rows for every party (a route file lifts the runner-up by 4.5 nats where `diverge_corpus` sits beside it).
+_PERPLEXITY = """
+import os, struct, sys
+a = sys.argv[1:]
+val = lambda f: a[a.index(f) + 1] if f in a else None
+n_ctx, n_chunk, n_vocab = int(val("-c")), int(val("--chunks")), 8
+if val("-rpc"):
+    for i, endpoint in enumerate(val("-rpc").split(",")):
+        print(f"load_tensors: RPC{i}[{endpoint}] model buffer size =     2.00 MiB")
+        print(f"llama_kv_cache: layer   {i}: dev = RPC{i}")
+drift = val("-rpc") and os.path.exists(os.path.join(os.path.dirname(sys.argv[0]), "diverge_corpus"))
+scale = 16.0 / 65535.0
+with open(val("--kl-divergence-base"), "wb") as f:
+    f.write(b"_logits_" + struct.pack("<iii", n_ctx, n_vocab, n_chunk))
+    f.write(struct.pack(f"<{n_ctx * n_chunk}i", *[(7 * i) % n_vocab for i in range(n_ctx * n_chunk)]))
+    for row in range(n_chunk * (n_ctx - 1 - n_ctx // 2)):
+        top = row % n_vocab
+        logp = [-1.0 if v == top else -1.5 if drift and v == (top + 1) % n_vocab else -6.0 - 0.1 * v
+                for v in range(n_vocab)]
+        low = -16.0
+        f.write(struct.pack("<ff", scale, low))
+        f.write(struct.pack(f"<{n_vocab}H", *[max(0, min(65535, round((x - low) / scale))) for x in logp]))
+"""
 _COMPLETION = """
 import os, sys
 print("the same words")
@@ -51,7 +76,8 @@ sys.exit(1 if os.path.exists(os.path.join(os.path.dirname(sys.argv[0]), "crash")
 
 def _lane(root: pathlib.Path, *markers: str) -> pathlib.Path:
     (root / "bin").mkdir(parents=True)
-    for name, body in (("ggml-rpc-server", _RPC_SERVER), ("llama-logits", _LOGITS), ("llama-completion", _COMPLETION)):
+    for name, body in (("ggml-rpc-server", _RPC_SERVER), ("llama-logits", _LOGITS), ("llama-completion", _COMPLETION),
+                       ("llama-perplexity", _PERPLEXITY)):
         exe = root / "bin" / name
         exe.write_text(f"#!{sys.executable}\n{body}")
         exe.chmod(0o755)
@@ -64,8 +90,7 @@ def _lane(root: pathlib.Path, *markers: str) -> pathlib.Path:
 def _measure(tmp_path: pathlib.Path, *client_markers: str, **kw) -> tuple[pathlib.Path, dict]:
     cuda = _lane(tmp_path / "cuda", *client_markers)
     vulkan, cpu = _lane(tmp_path / "vulkan"), _lane(tmp_path / "cpu")
-    model = tmp_path / "m.gguf"
-    model.write_bytes(b"model")
+    model = fake_lane.make_gguf(tmp_path / "m.gguf")
     lanes = [rpc_route.RouteLane("linux-x86_64-cuda", "cuda", cuda, tmp_path / "cuda.evidence.pb", "CUDA0"),
              rpc_route.RouteLane("linux-x86_64-vulkan", "vulkan", vulkan, tmp_path / "vulkan.evidence.pb", "Vulkan0")]
     out = tmp_path / "out"
@@ -82,16 +107,30 @@ def test_a_compatible_route_passes_its_step_under_the_lanes_recipe(tmp_path):
     assert "# PASS: compatible" in (out / "logs" / "compat.log").read_text()
     assert report["recipe"] == {"kvCacheTypes": ["f16"], "flashAttention": ["on"], "nGpuLayers": -1,
                                 "contextSize": 1024, "batchSize": 1024, "ubatchSize": 512, "parallelSequences": 1,
-                                # The longest sequence whose logits were compared: the fake lanes' 6 tokens.
-                                "longestSequenceTokens": 6}
+                                # The longest sequence compared: a corpus chunk less its unscored last token.
+                                "longestSequenceTokens": 257}
     routed = [c.argv for c in log_blocks.commands((out / "logs" / "compat.log").read_text())
               if rpc_route.is_route_command(c.argv)]
-    assert len(routed) == rpc_route.LOGIT_PROMPTS + len(rpc_route.PROMPTS)
+    assert len(routed) == rpc_route.LOGIT_PROMPTS + len(rpc_route.PROMPTS) + 1  # + the corpus run
     assert all(log_blocks.flag_value(argv, "-fa") == "on" and log_blocks.flag_value(argv, "-ctk") == "f16"
                for argv in routed)
     # The recipe and the exit file are raw files of the measurement, digested like the rest.
     assert {"compat.config.json", "compat.exit"} <= set(report["log_digests"])
     assert compat_record.load_measurement(out)["recipe"] == report["recipe"]
+    # The corpus: route vs the CPU lane at every scored position, under the F32 model's bounds.
+    corpus = report["corpus"]
+    assert corpus["bounds"] == "f16" and corpus["n_compared"] == corpus["n_scored"] == 4096
+    assert corpus["mean_kl"] < 1e-9 and corpus["top1_agreement_decisive"] == 1.0
+    assert rpc_route.CORPUS_FILE in report["log_digests"]
+    assert not list(out.glob("corpus-*")), "the logits files are removed after the comparison"
+
+
+def test_a_route_that_drifts_over_the_corpus_is_not_compatible(tmp_path):
+    out, report = _measure(tmp_path, "diverge_corpus")
+    assert not report["compatible"] and (out / "logs" / "compat.exit").read_text() == "1 FAIL\n"
+    assert any(p.startswith("route vs cpu over the corpus: mean_kl") for p in report["problems"]), report["problems"]
+    # The prompts' logits agree: only the corpus shows it.
+    assert all("over the corpus" in p for p in report["problems"]), report["problems"]
 
 
 def test_another_recipe_is_run_and_stated_as_given(tmp_path):

@@ -4,7 +4,9 @@ llama.cpp's RPC backend is the mechanism: one `ggml-rpc-server` per lane (a node
 each on its lane's device, and a client that splits the model's layers across them (`-rpc`,
 `-dev RPC0,RPC1`, `-ts 1,1`). On identical token sequences (a fixed prompt set) the route's full
 logits are compared with each lane alone and with the CPU lane (max |delta logit|, mean KL, top-1
-agreement on decisive positions), and greedy continuations are compared too.
+agreement on decisive positions), and greedy continuations are compared too. Over the committed
+corpus (the runner's corpus_parity chunks: 32 sequences of 258 tokens) the route's next-token
+distributions are compared with the certified CPU lane's under corpus_parity's bounds for the model.
 
 Every party runs one recipe (RecipeFlags: by default the lanes' certified one, KV f16 with flash
 attention on, full offload), and the record states it as the Recipe derived from the argv this module
@@ -13,7 +15,8 @@ built for the route's commands (recipe_from_argv), never from what a lane printe
 Everything lands in <out_dir>: logs/compat.log (every command as a `$` block with its output and
 exit), logs/compat.config.json (the tool's own configuration: the recipe), logs/rpc.<lane>.log (each
 server's own output: protocol version, devices, connections), logs/greedy.<who>.<i>.txt (each
-continuation), logs/logits.npz (every logits array compared) and compat_report.json: the figures,
+continuation), logs/logits.npz (every logits array compared), logs/corpus.positions.npz (the corpus
+comparison per scored position) and compat_report.json: the figures,
 which recompute(out_dir) re-derives from those raw files alone.
 """
 
@@ -25,8 +28,11 @@ import json
 import math
 import pathlib
 import re
+import shutil
 import socket
+import struct
 import subprocess
+import tempfile
 import time
 
 import numpy as np
@@ -36,6 +42,7 @@ from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
 from tools.model import reference_forward
 from tools.runner import backends, exits, log_blocks
+from tools.runner.checks import corpus_parity, reference_parity
 from tools.runner.checks.reference_parity import TIE_MARGIN, compare
 from tools.runner.steps import ProcessTracker, Step
 
@@ -64,6 +71,10 @@ _RPC_BUFFER = re.compile(r"load_tensors: +RPC\d*\[([^\]]+)\] model buffer size =
 # layer too); the recipe states it as n_gpu_layers -1, as a lane record's full offload.
 OFFLOAD_ALL = 999
 RECIPE_CONFIG_KEY = "recipe"
+# The corpus comparison's reference party: the certified CPU lane, as in an accelerator's corpus_parity.
+CORPUS_REFERENCE = "cpu"
+CORPUS_FILE = "corpus.positions.npz"
+_CORPUS_ARRAYS = (*corpus_parity.POSITION_ARRAYS, "tokens", "reference_tokens")
 
 
 class RouteError(Exception):
@@ -144,6 +155,16 @@ def greedy_argv(binary: pathlib.Path, model: pathlib.Path, prompt: str, threads:
             "-b", str(flags.batch_size), "-ub", str(flags.ubatch_size), "--no-display-prompt", *(route or [])]
 
 
+def perplexity_argv(binary: pathlib.Path, model: pathlib.Path, out: pathlib.Path, threads: int,
+                    route: list[str] | None = None, flags: RecipeFlags = RecipeFlags()) -> list[str]:
+    """llama-perplexity over the runner's corpus chunks (corpus_parity: 258 tokens, one batch a chunk),
+    writing upstream's --kl-divergence-base file, under the route's recipe."""
+    size = str(corpus_parity.CONTEXT)
+    return [str(binary), "-m", str(model), "-f", str(corpus_parity.CORPUS), "-c", size, "-b", size,
+            "--chunks", str(corpus_parity.LANE_CHUNKS), "--kl-divergence-base", str(out), "-t", str(threads),
+            "-fa", flags.flash_attention, "-ctk", flags.kv_cache_type, "-ctv", flags.kv_cache_type, *(route or [])]
+
+
 def is_route_command(argv: list[str]) -> bool:
     """A command of the route itself (the client over the rpc-servers), not a comparison party."""
     return "-rpc" in argv or "--rpc" in argv
@@ -208,10 +229,18 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     by_id = {lane.lane_id: lane for lane in lanes}
     if client not in by_id:
         raise RouteError(f"--client {client} is not one of the route's lanes {sorted(by_id)}")
+    try:
+        _, corpus_sha = corpus_parity.read_corpus()
+        quantized = reference_parity.quantized_types(model)
+    except (corpus_parity.CorpusError, OSError, ValueError) as err:
+        raise RouteError(f"the corpus comparison cannot run: {err}") from err
     logs = out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     tracker = ProcessTracker()
     step = Step("compat", logs, tracker)
+    step.config("corpus_sha256", corpus_sha)
+    step.config("corpus_quantized_types", ",".join(quantized))
+    step.config("corpus_bounds", corpus_parity.bounds_kind(quantized, accelerator=True))
     step.log(f"# lanes-config tie_margin={TIE_MARGIN!r}")
     step.log(f"# lanes-config model_sha256={_digest(model).removeprefix('sha256:')}")
     step.log(f"# lanes-config prompts={len(PROMPTS)}")
@@ -280,9 +309,11 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                 step.log(f"# exit {proc.returncode} after {time.monotonic() - started:.2f}s")
                 if proc.returncode != 0:
                     raise RouteError(f"llama-completion for {who}, prompt {i}, exited {exits.describe(proc.returncode)} (see {step.log_path})")
+        route_argvs.append(_corpus_comparison(step, client_lane.lane_dir, route_args, cpu_lane_dir, model, logs,
+                                              threads, timeout_s, flags, out_dir))
         # The tool's own file, not a log line a lane's output could repeat: recompute reads it there.
         recipe = recipe_from_argv(route_argvs)
-        recipe.longest_sequence_tokens = longest_compared_sequence(arrays)
+        recipe.longest_sequence_tokens = max(longest_compared_sequence(arrays), corpus_sequence(logs))
         step.config(RECIPE_CONFIG_KEY, json.dumps(json_format.MessageToDict(recipe), sort_keys=True))
         measured = True
     finally:
@@ -313,6 +344,131 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     report["log_digests"] = {p.name: _digest(p) for p in sorted(logs.iterdir()) if p.is_file()}
     (out_dir / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     return report
+
+
+def _corpus_comparison(step: Step, client_dir: pathlib.Path, route_args: list[str], cpu_lane_dir: pathlib.Path,
+                       model: pathlib.Path, logs: pathlib.Path, threads: int, timeout_s: float, flags: RecipeFlags,
+                       out_dir: pathlib.Path) -> list[str]:
+    """The route and the CPU lane over the corpus; writes logs/CORPUS_FILE and returns the route's argv.
+    The logits files (2 GB for a 262k vocabulary) live in a directory made now and go with it."""
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="corpus-", dir=out_dir))
+    try:
+        files, route_argv = {}, []
+        for who, lane_dir, args in (("route", client_dir, route_args), (CORPUS_REFERENCE, cpu_lane_dir, [])):
+            out = scratch / f"{who}.kld"
+            argv = perplexity_argv(lane_dir / "bin" / "llama-perplexity", model, out, threads, args, flags)
+            route_argv = argv if who == "route" else route_argv
+            res = step.run(argv, timeout_s)
+            if res.exit_code != 0 or not out.is_file():
+                raise RouteError(f"llama-perplexity for {who} exited {exits.describe(res.exit_code)} without its "
+                                 f"logits file (see {step.log_path})")
+            files[who] = out
+        write_corpus_positions(files["route"], files[CORPUS_REFERENCE], logs / CORPUS_FILE)
+        return route_argv
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _kld_vocab(path: pathlib.Path) -> int:
+    with open(path, "rb") as f:
+        head = f.read(20)
+    if len(head) != 20 or head[:8] != corpus_parity.KLD_MAGIC:
+        raise RouteError(f"{path}: not a llama-perplexity --kl-divergence-base file")
+    return struct.unpack_from("<i", head, 12)[0]
+
+
+def write_corpus_positions(route_kld: pathlib.Path, reference_kld: pathlib.Path, dest: pathlib.Path) -> None:
+    """Per scored position of the corpus: the route's figures against the CPU lane's (KL, NLLs, top-1s),
+    the two tokenizations side by side, as corpus_parity.position_figures computes them."""
+    opened: list[corpus_parity.KldFile] = []
+    try:
+        n_vocab = _kld_vocab(route_kld)
+        route = corpus_parity.KldFile(route_kld, n_vocab, corpus_parity.LANE_CHUNKS)
+        opened.append(route)
+        reference = corpus_parity.KldFile(reference_kld, n_vocab, corpus_parity.LANE_CHUNKS)
+        opened.append(reference)
+        tokens, reference_tokens = route.tokens(), reference.tokens()
+        if np.array_equal(tokens, reference_tokens):
+            positions = corpus_parity.position_figures(route.rows(), reference.rows(),
+                                                       corpus_parity.scored_next_tokens(tokens))
+        else:  # not comparable position by position; recompute names the difference
+            positions = corpus_parity.position_figures(iter(()), iter(()), np.zeros(0, np.int64))
+    except corpus_parity.CorpusError as err:
+        raise RouteError(f"corpus comparison: {err}") from err
+    finally:
+        for f in opened:
+            f.close()
+    with open(dest, "wb") as f:
+        np.savez_compressed(f, tokens=tokens.astype(np.int32), reference_tokens=reference_tokens.astype(np.int32),
+                            **positions)
+
+
+def corpus_sequence(logs: pathlib.Path) -> int:
+    """The longest sequence the corpus comparison verified: a chunk less its unscored last position."""
+    path = pathlib.Path(logs) / CORPUS_FILE
+    if not path.is_file():
+        return 0
+    with np.load(path, allow_pickle=False) as z:
+        if "tokens" in z.files and z["tokens"].size >= corpus_parity.CONTEXT and z["lane_nll"].size > 0:
+            return corpus_parity.CONTEXT - 1
+    return 0
+
+
+def corpus_figures(logs: pathlib.Path) -> tuple[dict, list[str]]:
+    """The corpus comparison's figures and why they fail, from logs/CORPUS_FILE and compat.config.json
+    alone; ({}, []) for a measurement made before the route's corpus parity (neither exists). The
+    bounds are corpus_parity's for the kind the config names, which must be the model's kind: a
+    measurement cannot state looser ones."""
+    path = pathlib.Path(logs) / CORPUS_FILE
+    cfg_path = log_blocks.config_path(logs, "compat")
+    try:
+        cfg = log_blocks.load_config(cfg_path) if cfg_path.is_file() else {}
+    except log_blocks.StepConfigError as err:
+        return {}, [f"{cfg_path.name}: unreadable ({err})"]
+    kind = cfg.get("corpus_bounds")
+    if kind is None and not path.is_file():
+        return {}, []
+    if not path.is_file():
+        return {}, [f"{CORPUS_FILE}: missing, but {cfg_path.name} states a corpus comparison"]
+    quantized = tuple(t for t in cfg.get("corpus_quantized_types", "").split(",") if t)
+    if kind not in corpus_parity.BOUNDS or kind != corpus_parity.bounds_kind(quantized, accelerator=True):
+        return {}, [f"corpus bounds {kind!r} are not corpus_parity's for a model of types {list(quantized)}"]
+    problems = []
+    if cfg.get("corpus_sha256") != corpus_parity.CORPUS_SHA256:
+        problems.append(f"corpus sha256 {cfg.get('corpus_sha256')!r} is not the committed corpus's")
+    tol = corpus_parity.BOUNDS[kind]
+    with np.load(path, allow_pickle=False) as npz:
+        z = {k: npz[k] for k in npz.files}
+    missing = [k for k in _CORPUS_ARRAYS if k not in z]
+    if missing:
+        return {}, [f"{CORPUS_FILE} lacks {', '.join(missing)}"]
+    counts, metrics = corpus_parity.figures(z, tol["tie_margin"])
+    if not np.array_equal(z["tokens"], z["reference_tokens"]):
+        problems.append("the route and the CPU lane tokenized the corpus differently")
+    if not np.array_equal(z["next_token"], corpus_parity.scored_next_tokens(z["tokens"])):
+        problems.append("the positions' next tokens are not the corpus tokens")
+    problems += corpus_parity.shape_problems(z, None)
+    if counts["nonfinite"]:
+        problems.append(f"{counts['nonfinite']} non-finite figure(s)")
+    if counts["n_scored"] < corpus_parity.MIN_SCORED or counts["n_compared"] != counts["n_scored"]:
+        problems.append(f"{counts['n_compared']} of {counts['n_scored']} positions compared; need every one of at "
+                        f"least {corpus_parity.MIN_SCORED}")
+    need = max(1, math.ceil(tol["tol_min_decisive_fraction"] * counts["n_compared"]))
+    if counts["n_decisive"] < need:
+        problems.append(f"only {counts['n_decisive']} decisive positions; need {need}")
+    # `not (x <= bound)` also fails NaN or a missing figure.
+    for key, bound in (("mean_kl", tol["tol_mean_kl"]), ("p99_kl", tol["tol_p99_kl"])):
+        if not metrics.get(key, math.nan) <= bound:
+            problems.append(f"{key} {metrics.get(key, math.nan):.3g} > {bound:g}")
+    if not metrics.get("top1_agreement_decisive", math.nan) >= tol["tol_top1_agreement_decisive"]:
+        problems.append(f"top-1 agreement on decisive positions {metrics.get('top1_agreement_decisive', math.nan):.4f} "
+                        f"< {tol['tol_top1_agreement_decisive']:g}")
+    ratio = metrics.get("ppl_ratio", 0.0)
+    if not (ratio > 0 and abs(math.log(ratio)) <= tol["tol_abs_log_ppl_ratio"]):
+        problems.append(f"perplexity ratio route/CPU lane {ratio:.5g} outside exp(+-{tol['tol_abs_log_ppl_ratio']:g})")
+    figures = {"bounds": kind, "corpus_sha256": cfg.get("corpus_sha256", ""), **counts, **metrics,
+               **{k: v for k, v in tol.items()}}
+    return figures, [f"route vs {CORPUS_REFERENCE} over the corpus: {p}" for p in problems]
 
 
 def _digest(path: pathlib.Path) -> str:
@@ -406,6 +562,8 @@ def recompute(out_dir: pathlib.Path) -> dict:
                                 "greedy_agreement": greedy_same / n_prompts if n_prompts else math.nan,
                                 "greedy_prompts": n_prompts}
             problems += [f"route vs {who}: {p}" for p in _judge(comparisons[who], tol)]
+    corpus, corpus_problems = corpus_figures(logs)
+    problems += corpus_problems
     worst = {
         "max_abs_delta_logit": max((c.get("max_abs_delta_logit", math.inf) for c in comparisons.values()), default=math.inf),
         "mean_kl": max((c.get("mean_kl", math.inf) for c in comparisons.values()), default=math.inf),
@@ -417,7 +575,7 @@ def recompute(out_dir: pathlib.Path) -> dict:
             "model_sha256": cfg.get("model_sha256", ""), "prompts_measured": n_prompts,
             "logit_prompts_measured": n_logit_prompts,
             "lanes_measured": sorted(v for k, v in cfg.items() if k.startswith("lane.")),
-            "endpoints": [e for e in cfg.get("endpoints", "").split(",") if e], "recipe": recipe}
+            "endpoints": [e for e in cfg.get("endpoints", "").split(",") if e], "recipe": recipe, "corpus": corpus}
 
 
 def longest_compared_sequence(arrays) -> int:
@@ -443,7 +601,7 @@ def _measured_recipe(logs: pathlib.Path, text: str) -> tuple[dict, str]:
         recipe = recipe_from_argv(ran)
         try:
             with np.load(logs / LOGITS_FILE) as z:
-                recipe.longest_sequence_tokens = longest_compared_sequence(z)
+                recipe.longest_sequence_tokens = max(longest_compared_sequence(z), corpus_sequence(logs))
         except (OSError, ValueError) as err:
             return {}, f"{LOGITS_FILE}: unreadable ({err}): the longest sequence measured cannot be derived"
         derived = json_format.MessageToDict(recipe)

@@ -14,6 +14,7 @@ from google.protobuf import json_format
 from proto import certification_pb2
 from tools.compat import compat_record, rpc_route
 from tools.runner import log_blocks
+from tools.runner.checks import corpus_parity
 
 PARTIES = ("route", "cuda", "vulkan", "cpu")
 ROUTE = ["-ngl", str(rpc_route.OFFLOAD_ALL), "-rpc", "127.0.0.1:1,127.0.0.1:2", "-dev", "RPC0,RPC1"]
@@ -30,12 +31,38 @@ def _greedy_route_argv(i: int) -> list[str]:
                                  ["-ngl", str(rpc_route.OFFLOAD_ALL), "--rpc", "127.0.0.1:1,127.0.0.1:2"])
 
 
+def _perplexity_route_argv() -> list[str]:
+    return rpc_route.perplexity_argv(pathlib.Path("/lanes/cuda/bin/llama-perplexity"), M, pathlib.Path("x.kld"), 4, ROUTE)
+
+
+def _corpus_positions(kl: float = 0.001, nll_shift: float = 0.0) -> dict[str, np.ndarray]:
+    """corpus.positions.npz as write_corpus_positions leaves it: 32 chunks of 258 tokens, every scored
+    position compared, decisive, the same top-1, KL `kl`, the route's NLL `nll_shift` above the CPU lane's."""
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 1000, size=corpus_parity.LANE_CHUNKS * corpus_parity.CONTEXT).astype(np.int32)
+    next_token = corpus_parity.scored_next_tokens(tokens)
+    n = next_token.size
+    top1 = rng.integers(0, 1000, size=n)
+    nll = rng.uniform(1.0, 4.0, size=n)
+    return {"tokens": tokens, "reference_tokens": tokens.copy(), "next_token": next_token, "lane_nll": nll + nll_shift,
+            "lane_top1": top1, "compared": np.ones(n, bool), "reference_nll": nll, "reference_top1": top1,
+            "reference_margin": np.full(n, 1.0), "kl": np.full(n, kl)}
+
+
+_CORPUS_CONFIG = {"corpus_sha256": corpus_parity.CORPUS_SHA256, "corpus_quantized_types": "Q4_K,Q6_K",
+                  "corpus_bounds": "quantized"}
+
+
 def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str, ...] = ("RPC0", "RPC1"),
                versions: tuple[str, ...] = ("3.0.0", "3.0.0"), greedy_route: str = "the same words",
                kv_layers: tuple[str, ...] = ("RPC0", "RPC1"), logit_prompts: int | None = None,
-               recipe: dict | None = None, logged_flags: rpc_route.RecipeFlags = rpc_route.RecipeFlags()) -> pathlib.Path:
+               recipe: dict | None = None, logged_flags: rpc_route.RecipeFlags = rpc_route.RecipeFlags(),
+               corpus: dict[str, np.ndarray] | None = None, corpus_config: dict | None = None,
+               with_corpus: bool = True) -> pathlib.Path:
     """A measurement's raw files as measure() writes them; `recipe` is compat.config.json's (default:
-    what the logged route commands ran; {}: no config file, as a measurement made before it)."""
+    what the logged route commands ran; {}: no config file, as a measurement made before it);
+    `corpus`/`corpus_config` the corpus comparison's file and config (default: a compatible one;
+    with_corpus=False: none, as a measurement made before the route had one)."""
     logs = out / "logs"
     logs.mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -62,13 +89,26 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
         lines += [f"llama_kv_cache: layer   {n}: dev = {d}" for n, d in enumerate(kv_layers)]
         lines.append("# exit 0 after 0.50s")
         lines += [log_blocks.command_line(_greedy_route_argv(i), f"stdout: greedy.route.{i}.txt"), "# exit 0 after 0.10s"]
+    route_argvs = [argv for i in range(2) for argv in (_route_argv(i), _greedy_route_argv(i))]
+    config = {}
+    if with_corpus:
+        route_argvs.append(_perplexity_route_argv())
+        lines.append(log_blocks.command_line(_perplexity_route_argv()))
+        lines += [f"load_tensors: RPC0[127.0.0.1:{n + 1}] model buffer size =     2.00 MiB" for n, d in enumerate(split)]
+        lines += [f"llama_kv_cache: layer   {n}: dev = {d}" for n, d in enumerate(kv_layers)]
+        lines.append("# exit 0 after 2.00s")
+        with open(logs / rpc_route.CORPUS_FILE, "wb") as f:
+            np.savez_compressed(f, **(corpus if corpus is not None else _corpus_positions()))
+        config.update(corpus_config if corpus_config is not None else _CORPUS_CONFIG)
     (logs / "compat.log").write_text("\n".join(lines) + "\n")
     if recipe is None:
-        recipe = json_format.MessageToDict(rpc_route.recipe_from_argv(
-            [argv for i in range(2) for argv in (_route_argv(i), _greedy_route_argv(i))]))
-        recipe["longestSequenceTokens"] = 5  # the route's compared logits: 5 tokens a prompt
+        recipe = json_format.MessageToDict(rpc_route.recipe_from_argv(route_argvs))
+        # The route's compared logits: 5 tokens a prompt; over the corpus, 257.
+        recipe["longestSequenceTokens"] = corpus_parity.CONTEXT - 1 if with_corpus else 5
     if recipe:
-        log_blocks.write_config(log_blocks.config_path(logs, "compat"), {rpc_route.RECIPE_CONFIG_KEY: json.dumps(recipe)})
+        config[rpc_route.RECIPE_CONFIG_KEY] = json.dumps(recipe)
+    if config:
+        log_blocks.write_config(log_blocks.config_path(logs, "compat"), config)
     for alias, version in zip(("cuda", "vulkan"), versions):
         (logs / f"rpc.{alias}.log").write_text(f"Starting RPC server v{version}\n  endpoint : 127.0.0.1:1\n")
     with open(logs / rpc_route.LOGITS_FILE, "wb") as f:
@@ -94,14 +134,14 @@ def test_diverging_logits_are_refused(tmp_path):
 def test_route_that_did_not_split_is_refused(tmp_path):
     result = rpc_route.recompute(_write_run(tmp_path, split=("RPC0",)))
     assert not result["compatible"]
-    assert any("not on every RPC device: 2 of 2" in p for p in result["problems"])
+    assert any("not on every RPC device: 3 of 3" in p for p in result["problems"])
 
 
 def test_route_whose_second_server_holds_only_the_output_layer_is_refused(tmp_path):
     # As measured on the H200 with equal -ts weights: layers 0-1 on RPC0, only the output on RPC1.
     result = rpc_route.recompute(_write_run(tmp_path, kv_layers=("RPC0", "RPC0")))
     assert not result["compatible"]
-    assert any("holds no transformer layer: 2 of 2" in p for p in result["problems"])
+    assert any("holds no transformer layer: 3 of 3" in p for p in result["problems"])
 
 
 def test_default_split_weights():
@@ -223,6 +263,51 @@ def test_record_from_a_compatible_measurement(tmp_path):
     assert (rec.upstream_commit, rec.patch_stack_digest) == (COMMIT, PATCHES)
 
 
+def test_record_states_the_corpus_comparison(tmp_path):
+    rec = compat_record.build(_measured(tmp_path), IDS)
+    c = rec.corpus_parity
+    assert (c.bounds, c.positions, c.decisive_positions) == ("quantized", 4096, 4096)
+    assert c.corpus_sha256 == corpus_parity.CORPUS_SHA256 and abs(c.mean_kl - 0.001) < 1e-12
+    assert c.perplexity_ratio == 1.0 and c.top1_agreement_decisive == 1.0
+    assert rec.recipe.longest_sequence_tokens == 257
+
+
+def test_a_measurement_without_a_corpus_comparison_makes_no_record(tmp_path):
+    out = _measured(tmp_path, with_corpus=False, recipe=json_format.MessageToDict(rpc_route.recipe_from_argv(
+        [argv for i in range(2) for argv in (_route_argv(i), _greedy_route_argv(i))])) | {"longestSequenceTokens": 5})
+    assert rpc_route.recompute(out)["compatible"]
+    _assert_refused(out, "no corpus comparison")
+
+
+@pytest.mark.parametrize("corpus, config, match", [
+    (_corpus_positions(kl=0.05), None, "mean_kl 0.05 > 0.03"),
+    (_corpus_positions(nll_shift=0.1), None, "perplexity ratio route/CPU lane 1.1052"),
+    ({**_corpus_positions(), "reference_tokens": np.zeros(32 * 258, np.int32)}, None, "tokenized the corpus differently"),
+    ({**_corpus_positions(), "compared": np.zeros(4096, bool)}, None, "0 of 4096 positions compared"),
+    ({**_corpus_positions(), "reference_margin": np.full(4096, 0.1)}, None, "only 0 decisive positions"),
+    # An F32 model's measurement claiming the quantized (looser) bounds.
+    (None, {**_CORPUS_CONFIG, "corpus_quantized_types": ""}, "not corpus_parity's for a model of types []"),
+    (None, {**_CORPUS_CONFIG, "corpus_sha256": "0" * 64}, "not the committed corpus's"),
+])
+def test_a_corpus_comparison_outside_its_bounds_is_not_compatible(tmp_path, corpus, config, match):
+    result = rpc_route.recompute(_write_run(tmp_path, corpus=corpus, corpus_config=config))
+    assert not result["compatible"]
+    assert any(match in p for p in result["problems"]), result["problems"]
+
+
+def test_a_corpus_file_the_config_names_must_exist(tmp_path):
+    out = _write_run(tmp_path)
+    (out / "logs" / rpc_route.CORPUS_FILE).unlink()
+    result = rpc_route.recompute(out)
+    assert not result["compatible"] and any("corpus.positions.npz: missing" in p for p in result["problems"])
+
+
+def test_edited_report_corpus_is_refused(tmp_path):
+    out = _measured(tmp_path)
+    _edit_report(out, lambda report: report["corpus"].update(mean_kl=0.0001))
+    _assert_refused(out, "corpus differs")
+
+
 def test_recipe_is_what_the_argv_says():
     recipe = rpc_route.recipe_from_argv([_route_argv(0, rpc_route.RecipeFlags("q8_0", "off")), _greedy_route_argv(0)])
     assert list(recipe.kv_cache_types) == ["f16", "q8_0"] and list(recipe.flash_attention) == ["off", "on"]
@@ -235,9 +320,9 @@ def test_recipe_is_what_the_argv_says():
 
 def test_a_measurement_without_a_recipe_keeps_its_figures_but_makes_no_record(tmp_path):
     # As the committed CUDA+Vulkan measurement: made before the recipe was recorded.
-    out = _measured(tmp_path, recipe={})
+    out = _measured(tmp_path, recipe={}, with_corpus=False)
     result = rpc_route.recompute(out)
-    assert result["compatible"] and result["recipe"] == {}
+    assert result["compatible"] and result["recipe"] == {} and result["corpus"] == {}
     _assert_refused(out, "states no recipe")
 
 

@@ -2,7 +2,11 @@
 # Both GPU lanes on one host in one detached session, longer than one device command may run:
 # certify_remote_cuda.sh, then certify_remote_vulkan.sh (the Vulkan lane and the CUDA+Vulkan
 # mixed route, bound to the CUDA run just made).
-#   certify_remote_all.sh start CARRY VULKAN_CARRY   returns at once (setsid: outlives the command)
+#   certify_remote_all.sh start CARRY VULKAN_CARRY [MODEL ...]
+#                                                    returns at once (setsid: outlives the command);
+#                                                    each MODEL is certified on both lanes after the
+#                                                    embedded one (VULKAN_MODELS="..." names the
+#                                                    Vulkan lane's instead) and routed
 #   certify_remote_all.sh wait OUT_DIR SECONDS       progress; once finished, copies console.txt and
 #                                                    the run/compat archives into OUT_DIR (exit 0,
 #                                                    or 1 if a run failed), else exit 3 after SECONDS
@@ -12,11 +16,17 @@ stash=/tmp/lanes-stash/all
 case "${1:-}" in
 start)
   rm -rf "$stash"; mkdir -p "$stash/out/cuda" "$stash/out/vulkan"
+  carry=$2 vcarry=$3; shift 3
+  # shellcheck disable=SC2206
+  vulkan_models=(${VULKAN_MODELS-"$@"})
   # shellcheck disable=SC2016
   setsid nohup bash -c '
-    bash "$0/certify_remote_cuda.sh" "$1" "$2/out/cuda"; echo "cuda certification exit status $?"
-    bash "$0/certify_remote_vulkan.sh" "$1" "$3" "$2/out/vulkan"; echo "vulkan certification and route exit status $?"
-    echo "all finished"' "$here" "$2" "$stash" "$3" > "$stash/console.txt" 2>&1 < /dev/null &
+    here=$0 carry=$1 stash=$2 vcarry=$3 nv=$4; shift 4
+    bash "$here/certify_remote_cuda.sh" "$carry" "$stash/out/cuda" "${@:nv+1}"; echo "cuda certification exit status $?"
+    bash "$here/certify_remote_vulkan.sh" "$carry" "$vcarry" "$stash/out/vulkan" "${@:1:nv}"
+    echo "vulkan certification and route exit status $?"
+    echo "all finished"' "$here" "$carry" "$stash" "$vcarry" "${#vulkan_models[@]}" "${vulkan_models[@]}" "$@" \
+    > "$stash/console.txt" 2>&1 < /dev/null &
   echo "started: console $stash/console.txt"
   ;;
 wait)
@@ -27,7 +37,7 @@ wait)
   grep -q "^all finished" "$stash/console.txt" || { echo "still running"; exit 3; }
   mkdir -p "$out"
   cp "$stash/console.txt" "$out/"
-  for f in "$stash"/out/cuda/*.tar.xz*; do [ -e "$f" ] && cp "$f" "$out/cuda_$(basename "$f")"; done
+  for f in "$stash"/out/cuda/*.tar.xz* "$stash"/out/cuda/kl_probe.txt; do [ -e "$f" ] && cp "$f" "$out/cuda_$(basename "$f")"; done
   for f in "$stash"/out/vulkan/*.tar.xz*; do [ -e "$f" ] && cp "$f" "$out/vulkan_$(basename "$f")"; done
   ls -la "$out"
   # Finished is not passed: either lane's runner or the route exiting non-zero fails this command.

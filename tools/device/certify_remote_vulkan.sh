@@ -2,7 +2,10 @@
 # Runs the Vulkan lane's certification and the CUDA+Vulkan mixed-route measurement on a GPU host
 # that has no Bazel (e.g. the lent H200), right after certify_remote_cuda.sh on the same machine.
 #
-#   usage: certify_remote_vulkan.sh CARRY_DIR VULKAN_CARRY_DIR OUT_DIR
+#   usage: certify_remote_vulkan.sh CARRY_DIR VULKAN_CARRY_DIR OUT_DIR [MODEL.gguf ...]
+# The embedded model first, then each MODEL, one certification run each (OUT_DIR/run.tar.xz,
+# OUT_DIR/run-<stem>.tar.xz), then the CUDA+Vulkan route for each model (OUT_DIR/compat.tar.xz,
+# OUT_DIR/compat-<stem>.tar.xz), bound to that model's runs of both lanes.
 # CARRY_DIR is what certify_remote_cuda.sh used (CUDA and CPU lanes, spec, protos, wheels, vocab);
 # VULKAN_CARRY_DIR (tools/device/pack_vulkan.sh) holds the Vulkan lane and the pinned Vulkan loader
 # (libvulkan1 .deb, unpacked into a private directory, never over /). The host's own Vulkan ICD is
@@ -24,7 +27,8 @@ if [ "${DETACH:-0}" = 1 ]; then
   echo "detached: pid $!, console $stash/console.txt"
   exit 0
 fi
-carry=$(cd "$1" && pwd); vcarry=$(cd "$2" && pwd); out=$3
+carry=$(cd "$1" && pwd); vcarry=$(cd "$2" && pwd); out=$3; shift 3
+for model in "$@"; do [ -f "$model" ] || { echo "certify_remote_vulkan.sh: no model file $model" >&2; exit 2; }; done
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-remote-vk.XXXXXX)
 mkdir -p "$out"
@@ -74,40 +78,49 @@ ls /usr/local/nvidia/lib64 2>/dev/null | grep -i "glx_nvidia\|vulkan" | head -5 
 lanes_remote_cuda_libs "$work/lanes/cuda"
 lanes_remote_models
 
-set +e
+embedded=(--model="$models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf)
+status=0
 if [ -n "${VULKAN_REPORT:-}" ]; then
   # Route only: the Vulkan lane's certification already ran (its runner report, carried back here).
   mkdir -p "$work/run"
   cp "$VULKAN_REPORT" "$work/run/runner_report.pb" || { echo "cannot read VULKAN_REPORT=$VULKAN_REPORT" >&2; exit 2; }
-  status=0
 else
-# FIXTURE_PROBE=<ops>: time test-backend-ops on a few ops first (how long the full fixture run takes).
-for op in ${FIXTURE_PROBE:-}; do
-  /usr/bin/time -f "test-backend-ops -o $op: %e s" timeout 120 "$work/lanes/vulkan/bin/test-backend-ops" test -b Vulkan0 -o "$op" 2>&1 | tail -3
-done
-# RUNNER_EXTRA: bring-up flags (e.g. --skip=fixture_parity), which make the run non-recordable.
-python3 -m tools.runner.runner ${RUNNER_EXTRA:-} --timeout_s="${RUNNER_TIMEOUT_S:-900}" --lane=linux-x86_64-vulkan \
-  --lane_dir="$work/lanes/vulkan" --evidence="$work/lanes/vulkan.evidence.pb" \
-  --cpu_lane_dir="$work/lanes/cpu" --cpu_lane_evidence="$work/lanes/cpu.evidence.pb" --peer_lane_dir="$work/lanes/cuda" --peer_backend=cuda --spec="$carry/spec.json" \
-  --ctest_bundle="$work/lanes/vulkan_ctest" \
-  --model="$models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf \
-  --roofline_model="$models/roofline_f16.gguf" --policy="$repo/evidence/policy.json" \
-  --out_dir="$work/run" --report="$work/run/runner_report.pb" 2>&1 | tee "$out/runner.txt"
-status=${PIPESTATUS[0]}
-tar -cJf "$out/run.tar.xz" -C "$work" run || { echo "cannot archive the run into $out/run.tar.xz" >&2; exit 2; }
+  # FIXTURE_PROBE=<ops>: time test-backend-ops on a few ops first (how long the full fixture run takes).
+  for op in ${FIXTURE_PROBE:-}; do
+    /usr/bin/time -f "test-backend-ops -o $op: %e s" timeout 120 "$work/lanes/vulkan/bin/test-backend-ops" test -b Vulkan0 -o "$op" 2>&1 | tail -3
+  done
 fi
 
-# The mixed route: one rpc-server per lane (CUDA and Vulkan), the CUDA lane's client splitting the
-# layers across them, compared with each lane alone and the CPU lane. With two GPUs the servers sit
-# on different GPUs (CUDA0, Vulkan1), else both on the one GPU.
-vk_dev=Vulkan0; [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && vk_dev=Vulkan1
-# The CUDA lane's certification run: this session's (certify_remote_cuda.sh stashed it) or else the
-# committed run whose build evidence is exactly the carried CUDA lane's (one, or none is named).
-cuda_report=""
-if [ -f /tmp/lanes-stash/cuda-run/runner_report.pb ]; then
-  cuda_report=/tmp/lanes-stash/cuda-run/runner_report.pb
-else
-  cuda_report=$(python3 - "$work/lanes/cuda.evidence.pb" "$repo"/evidence/runs/linux-x86_64-cuda.*/runner_report.pb <<'PY'
+certify() {  # $1: run name, then the model flags; the run goes to $work/$1, its archive to $out/$1.tar.xz
+  local name=$1 rc; shift
+  set +e
+  # RUNNER_EXTRA: bring-up flags (e.g. --skip=fixture_parity), which make the run non-recordable.
+  python3 -m tools.runner.runner ${RUNNER_EXTRA:-} --timeout_s="${RUNNER_TIMEOUT_S:-900}" --lane=linux-x86_64-vulkan \
+    --lane_dir="$work/lanes/vulkan" --evidence="$work/lanes/vulkan.evidence.pb" \
+    --cpu_lane_dir="$work/lanes/cpu" --cpu_lane_evidence="$work/lanes/cpu.evidence.pb" --peer_lane_dir="$work/lanes/cuda" --peer_backend=cuda --spec="$carry/spec.json" \
+    --ctest_bundle="$work/lanes/vulkan_ctest" "$@" \
+    --roofline_model="$models/roofline_f16.gguf" --policy="$repo/evidence/policy.json" \
+    --out_dir="$work/$name" --report="$work/$name/runner_report.pb" 2>&1 | tee "$out/$name.txt"
+  rc=${PIPESTATUS[0]}
+  set -e
+  tar -cJf "$out/$name.tar.xz" -C "$work" "$name" || { echo "cannot archive the run into $out/$name.tar.xz" >&2; exit 2; }
+  echo "runner exit status $rc ($name)"
+  return "$rc"
+}
+
+# The mixed route for one model: one rpc-server per lane (CUDA and Vulkan), the CUDA lane's client
+# splitting the layers across them, compared with each lane alone and the CPU lane, and over the
+# corpus with the CPU lane. With two GPUs the servers sit on different GPUs (CUDA0, Vulkan1), else
+# both on the one GPU. $1: the compat name, $2: the model, $3: the CUDA run, $4: the Vulkan run.
+route() {
+  local name=$1 model=$2 cuda_run=$3 vulkan_run=$4 cuda_report="" rc
+  local vk_dev=Vulkan0; [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && vk_dev=Vulkan1
+  # The CUDA lane's certification run of this model: this session's (certify_remote_cuda.sh stashed it)
+  # or else, for the embedded model, the committed run whose build evidence is exactly the carried CUDA lane's.
+  if [ -f "$cuda_run/runner_report.pb" ]; then
+    cuda_report=$cuda_run/runner_report.pb
+  elif [ "$name" = compat ]; then
+    cuda_report=$(python3 - "$work/lanes/cuda.evidence.pb" "$repo"/evidence/runs/linux-x86_64-cuda.*/runner_report.pb <<'PY'
 import hashlib, sys
 from proto import runner_report_pb2
 want = "sha256:" + hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()
@@ -120,22 +133,38 @@ for path in sys.argv[2:]:
 print(hits[0] if len(hits) == 1 else "")
 PY
 )
+  fi
+  echo "CUDA certification run for $name: ${cuda_report:-none (the compatibility record cannot be bound)}"
+  unset GGML_VK_VISIBLE_DEVICES
+  set +e
+  python3 -m tools.compat.rpc_route_cli \
+    --lane="linux-x86_64-cuda:$work/lanes/cuda:CUDA0:$cuda_report" \
+    --lane="linux-x86_64-vulkan:$work/lanes/vulkan:$vk_dev:$vulkan_run/runner_report.pb" \
+    --client=linux-x86_64-cuda --cpu_lane_dir="$work/lanes/cpu" --cpu_evidence="$work/lanes/cpu.evidence.pb" \
+    --model="$model" --spec="$carry/spec.json" --out_dir="$work/$name" 2>&1 | tee "$out/$name.txt"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ -n "$cuda_report" ] && cp "$cuda_report" "$work/$name/cuda_runner_report.pb"
+  tar -cJf "$out/$name.tar.xz" -C "$work" "$name"
+  echo "compat exit status $rc ($name)"
+  return "$rc"
+}
+
+overall=0
+if [ -z "${VULKAN_REPORT:-}" ]; then
+  certify run "${embedded[@]}" || overall=1
+  for model in "$@"; do
+    stem=$(basename "$model" .gguf)
+    certify "run-$stem" --model="$model" --model_source="model-store:$model" || overall=1
+  done
 fi
-echo "CUDA certification run for the route: ${cuda_report:-none (the compatibility record cannot be bound)}"
-unset GGML_VK_VISIBLE_DEVICES
-python3 -m tools.compat.rpc_route_cli \
-  --lane="linux-x86_64-cuda:$work/lanes/cuda:CUDA0:$cuda_report" \
-  --lane="linux-x86_64-vulkan:$work/lanes/vulkan:$vk_dev:$work/run/runner_report.pb" \
-  --client=linux-x86_64-cuda --cpu_lane_dir="$work/lanes/cpu" --cpu_evidence="$work/lanes/cpu.evidence.pb" \
-  --model="$models/tiny_llama_f32.gguf" \
-  --spec="$carry/spec.json" --out_dir="$work/compat" 2>&1 | tee "$out/compat.txt"
-compat_status=${PIPESTATUS[0]}
-set -e
-[ -n "$cuda_report" ] && cp "$cuda_report" "$work/compat/cuda_runner_report.pb"
-tar -cJf "$out/compat.tar.xz" -C "$work" compat
+route compat "$models/tiny_llama_f32.gguf" /tmp/lanes-stash/cuda-run "$work/run" || overall=1
+for model in "$@"; do
+  stem=$(basename "$model" .gguf)
+  route "compat-$stem" "$model" "/tmp/lanes-stash/cuda-run-$stem" "$work/run-$stem" || overall=1
+done
 # A device command returns files of at most 16 MiB: larger archives travel in parts (cat to rejoin).
 for f in "$out"/*.tar.xz; do
   if [ "$(stat -c %s "$f")" -gt 15000000 ]; then split -b 15000000 -d "$f" "$f.part"; rm "$f"; fi
 done
-echo "runner exit status $status; compat exit status $compat_status"
-exit $(( status != 0 || compat_status != 0 ))
+exit "$overall"

@@ -46,6 +46,10 @@ def compatibility_record(certs: Sequence[certification_pb2.CertificationRecord],
                       build_evidence_digest=cert.build_evidence_digest, server_device="X0")
         rec.certification_record_ids.append(cert.record_id)
     rec.recipe.CopyFrom(recipe if recipe is not None else certs[0].recipe)
+    # tools/compat's corpus comparison with the CPU lane, as a compatible measurement gives it.
+    rec.corpus_parity.CopyFrom(certification_pb2.CompatibilityCorpus(
+        corpus_sha256="6" * 64, bounds="quantized", positions=4096, decisive_positions=2000, mean_kl=0.002,
+        p99_kl=0.02, top1_agreement_decisive=0.99, perplexity_ratio=1.001, route_perplexity=15.0, cpu_perplexity=14.99))
     if not rec.recipe.longest_sequence_tokens:
         # tools/compat states the longest sequence it compared; the sample routes ask for whole contexts.
         rec.recipe.longest_sequence_tokens = rec.recipe.context_size

@@ -318,7 +318,7 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
     counts["expected_tokens_recorded"] = int(config.get("expected_tokens_sha256") == _token_digest(want))
     counts["tokens_match_vocabulary"] = int(lane.size > 0 and lane.size <= want.size
                                             and bool(np.array_equal(lane, want[:lane.size])))
-    counts["next_tokens_match"] = int(bool(np.array_equal(z["next_token"], _next_tokens(lane))))
+    counts["next_tokens_match"] = int(bool(np.array_equal(z["next_token"], scored_next_tokens(lane))))
     chunks = _drawn_chunks(config)
     counts["well_formed"] = int(not shape_problems(z, chunks))
     counts["quality_ceiling"] = int("max_perplexity" in config)
@@ -342,7 +342,7 @@ def _drawn_chunks(config: dict[str, str]) -> list[int] | None:
         return []
 
 
-def _next_tokens(tokens: np.ndarray) -> np.ndarray:
+def scored_next_tokens(tokens: np.ndarray) -> np.ndarray:
     """The token each scored position predicts: positions first..n_ctx-2 of every chunk."""
     first = CONTEXT // 2
     chunks = np.asarray(tokens).reshape(-1, CONTEXT) if len(tokens) % CONTEXT == 0 else np.zeros((0, CONTEXT))
@@ -531,7 +531,7 @@ def run_corpus_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | No
         tokens = lane.tokens()
         if not (len(expected) >= len(tokens) and np.array_equal(tokens, expected[:len(tokens)])):
             return _finish(ctx, step, tokens, expected, None)
-        next_tokens = _next_tokens(tokens)
+        next_tokens = scored_next_tokens(tokens)
         if accel:
             ref_out = _fresh_dir(ctx, "cpu-lane") / "cpu_lane.kld"
             ref = _run_kld(step, ctx, perplexity_command(ctx, ctx.bin("llama-perplexity", cfg.cpu_lane_dir), ref_out,
