@@ -25,7 +25,7 @@ README_COMMANDS = (
 README_SECTIONS = ("## Two commands", "## Lanes", "## Certify your own model", "## Certify on a GPU host",
                    "## Layout and layering")
 DOC_PAGES = ("README.md", "runner.md", "trust-and-distribution.md", "patches-and-ctest.md", "farm.md",
-             "performance.md", "developing.md", "models.md")
+             "performance.md", "developing.md", "models.md", "probes.md")
 # Prose written as a diary: the reader needs what is, not when it changed.
 DIARY = re.compile(r"\b(in this round|issue \d+|previously|next rebuild|last round)\b", re.IGNORECASE)
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")

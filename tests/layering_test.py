@@ -48,7 +48,7 @@ from collections.abc import Iterable, Mapping
 import pytest
 
 # Lowest first. A package may import only packages at its own position or before it.
-STAGES = ("core", "proto", "evidence", "model", "ctest", "runner", "bench", "audit", "compat", "policy", "certify", "publish",
+STAGES = ("core", "proto", "evidence", "model", "ctest", "runner", "bench", "audit", "compat", "policy", "certify", "publish", "probe",
           "admission", "matrix", "job")
 
 # Edges from an earlier stage to a later one that are known and waiting for a fix in a file the
@@ -373,7 +373,7 @@ def test_a_test_file_importing_a_later_stage_is_a_back_edge(tmp_path):
     assert code == [] and tests == ["tools/publish/flow_test.py", "tools/publish/testing/repo.py"]
     packages, edges = import_graph(tmp_path, tests)
     assert layering_problems(packages, edges, known={}) == [
-        "back-edge publish -> admission: publish (stage 11) imports the later stage admission (stage 12) "
+        "back-edge publish -> admission: publish (stage 11) imports the later stage admission (stage 13) "
         "at tools/publish/flow_test.py:2"]
 
 

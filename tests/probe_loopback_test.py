@@ -1,0 +1,124 @@
+"""Serving-time probes against the CPU lane's own llama-server on loopback (issue 27): the node that
+serves the certified file passes; the same model in another quantization and with slightly perturbed
+weights are refused with their figures. Two servers, one thread each, 16-token challenges: bounded
+in requests (2 per probe) and time (a deadline per request); every server is stopped by the test."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+from tools.model import make_tiny_model
+from tools.probe import probe
+from tools.runner import llama_server
+
+RUNFILES = pathlib.Path(os.environ.get("TEST_SRCDIR", "."))
+SERVER = RUNFILES / "lanes" / "lanes" / "cpu" / "bin" / "llama-server"
+EMBEDDED = RUNFILES / "lanes" / "tools" / "model" / "tiny_llama_f32.gguf"
+DEADLINE_S = 60.0
+# Generation speed stated for the comparison: the embedded model's is tens of thousands of tokens
+# a second on the CPU lane; a probe's 16 tokens over HTTP are far from that, so the floor is low here.
+CERTIFIED_TOKENS_PER_S = 100.0
+
+
+def _vocab() -> pathlib.Path:
+    for arg in sys.argv:
+        if arg.startswith("--vocab="):
+            return pathlib.Path(arg.split("=", 1)[1])
+    raise AssertionError("run through Bazel (--vocab=)")
+
+
+@contextlib.contextmanager
+def _server(model: pathlib.Path, log: pathlib.Path):
+    port = llama_server.free_port()
+    argv = [str(SERVER), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "256", "-np", "1",
+            "-t", "1", "--no-warmup", "-a", "m.gguf"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
+            with contextlib.suppress(OSError, ValueError):
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if json.loads(r.read()).get("status") == "ok":
+                        break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"llama-server on {model.name} not healthy in 60 s")
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    with _server(EMBEDDED, tmp_path_factory.mktemp("ref") / "server.log") as url:
+        yield url
+
+
+def _vocab_size() -> int:
+    import gguf
+    return len(gguf.GGUFReader(EMBEDDED, "r").fields["tokenizer.ggml.tokens"].data)
+
+
+def _probe_file(model: pathlib.Path, reference: str, tmp: pathlib.Path) -> probe.Result:
+    with _server(model, tmp / "node.log") as url:
+        return probe.probe(url, reference, _vocab_size(), CERTIFIED_TOKENS_PER_S, deadline_s=DEADLINE_S,
+                           expected_model="m.gguf")
+
+
+def _row(case: str, r: probe.Result) -> str:
+    f = r.figures
+    return (f"| {case} | {f.greedy_prefix}/{r.challenge.n_predict} | {f.top1_agreement:.3f} | "
+            f"{f.max_abs_delta_logprob:.4g} | {f.tokens_per_s:.0f} / {f.certified_tokens_per_s:.0f} | {r.verdict} | "
+            f"{r.seconds:.2f} s |")
+
+
+def test_the_certified_file_passes(reference, tmp_path):
+    r = _probe_file(EMBEDDED, reference, tmp_path)
+    print(_row("certified file", r))
+    assert r.verdict == probe.PASS, r.reasons
+    assert r.figures.max_abs_delta_logprob == 0.0 and r.figures.greedy_prefix == probe.N_PREDICT
+
+
+def test_another_quantization_of_the_same_model_is_refused(reference, tmp_path):
+    q4 = tmp_path / "tiny_llama_q4_0.gguf"
+    make_tiny_model.make_tiny_model(_vocab(), q4, dtype="q4_0")
+    r = _probe_file(q4, reference, tmp_path)
+    print(_row("Q4_0 of the same weights", r))
+    assert r.verdict == probe.FAILED and r.figures.max_abs_delta_logprob > 0.05, r.reasons
+
+
+def test_slightly_perturbed_weights_are_refused(reference, tmp_path, monkeypatch):
+    made = make_tiny_model.make_weights
+
+    def perturbed(*args, **kw):
+        weights = made(*args, **kw)
+        rng = np.random.default_rng(7)
+        # 1% relative noise on one layer's attention output: a model that is almost, not quite, the file.
+        name = "blk.0.attn_output.weight"
+        weights[name] = weights[name] * (1 + 0.01 * rng.standard_normal(weights[name].shape)).astype(np.float32)
+        return weights
+
+    monkeypatch.setattr(make_tiny_model, "make_weights", perturbed)
+    model = tmp_path / "tiny_llama_perturbed.gguf"
+    make_tiny_model.make_tiny_model(_vocab(), model, dtype="f32")
+    r = _probe_file(model, reference, tmp_path)
+    print(_row("1% noise on one matrix", r))
+    assert r.verdict == probe.FAILED and r.figures.max_abs_delta_logprob > 0.0, r.reasons
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-s", "-p", "no:cacheprovider"]))
