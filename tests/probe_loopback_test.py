@@ -6,6 +6,7 @@ in requests (2 per probe) and time (a deadline per request); every server is sto
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import pathlib
@@ -16,9 +17,14 @@ import urllib.request
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from google.protobuf import json_format
 
+from tools.admission import admission
+from tools.certify import records, sample_reports
 from tools.model import make_tiny_model
-from tools.probe import probe
+from tools.policy import dsse, timestamps
+from tools.probe import probe, probe_log
 from tools.runner import llama_server
 
 RUNFILES = pathlib.Path(os.environ.get("TEST_SRCDIR", "."))
@@ -118,6 +124,46 @@ def test_slightly_perturbed_weights_are_refused(reference, tmp_path, monkeypatch
     r = _probe_file(model, reference, tmp_path)
     print(_row("1% noise on one matrix", r))
     assert r.verdict == probe.FAILED and r.figures.max_abs_delta_logprob > 0.0, r.reasons
+
+
+def test_admission_cites_the_signed_probe_and_refuses_the_node_once_a_probe_fails(reference, tmp_path):
+    """A node certified (a sample record of the CPU lane) serves the certified file and is probed:
+    the signed probe record admits it and the decision cites it. The node then serves the Q4_0 file:
+    its next probe fails and the same node is refused with the probe's reasons."""
+    issuer, tracker = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    policy = sample_reports.make_policy(issuer)
+    year = dt.timedelta(days=365)
+    policy.trusted_keys.append(sample_reports.trusted_key(tracker, sample_reports.NOW - year, sample_reports.NOW + year))
+    policy.probes.min_passing_probes, policy.probes.max_age_s = 1, 3600
+    policy.probes.tracker_keyids.append(dsse.keyid_for(tracker))
+    report = sample_reports.make_report()
+    now = timestamps.now()
+    record = records.record_from_report(report, report.SerializeToString(), dsse.keyid_for(issuer), now, 30,
+                                        policy.policy_id)
+    envelope, node = records.sign_record(record, issuer), sample_reports.node_for(report)
+    route = admission.route_from_nodes([node], sample_reports.MODEL_SHA256, "probed", sample_reports.make_recipe(
+        kv_cache_types=["f16"], flash_attention=["off"], context_size=2048, parallel_sequences=1))
+    log, trusted = tmp_path / "probes.jsonl", {dsse.keyid_for(tracker): tracker.public_key()}
+
+    def probe_and_decide(model: pathlib.Path):
+        result = _probe_file(model, reference, tmp_path)
+        rec = probe_log.make_record(result, node.node_id, node.lane_id, record.record_id, sample_reports.MODEL_SHA256,
+                                    timestamps.format_utc(timestamps.now()))
+        signed = probe_log.append(log, rec, tracker, trusted)
+        verified = probe_log.read(log, trusted)
+        return signed, admission.decide(policy, [envelope], [], route, timestamps.now(), probes=verified)
+
+    honest, admitted = probe_and_decide(EMBEDDED)
+    print("probe record:", json_format.MessageToJson(honest.record, indent=None), "envelope", honest.digest)
+    print("decision:", json_format.MessageToJson(admitted, indent=None))
+    assert admitted.routable and list(admitted.probe_record_digests) == [honest.digest], admitted.reasons
+    q4 = tmp_path / "tiny_llama_q4_0.gguf"
+    make_tiny_model.make_tiny_model(_vocab(), q4, dtype="q4_0")
+    failed, refused = probe_and_decide(q4)
+    print("decision after the failed probe:", json_format.MessageToJson(refused, indent=None))
+    assert failed.record.verdict == probe.FAILED and failed.record.sequence == 1
+    assert not refused.routable and refused.reasons[0].startswith("probe-failed: the latest probe of node ")
+    assert list(refused.probe_record_digests) == [honest.digest, failed.digest]
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ from tools.certify import records
 from tools.policy import dsse, safe_io, timestamps, trust
 from tools.policy import policy as policy_lib
 from tools.policy.errors import TrustError, UnreadableInputError
+from tools.probe import probe as probe_lib
+from tools.probe.probe_log import VerifiedProbe
 
 VERIFIER = "lanes-admission/1 (tools/admission/admission.py)"
 
@@ -57,6 +59,11 @@ SCOPE_MODEL_MISMATCH = "scope-model-mismatch"
 SCOPE_RECIPE_MISMATCH = "scope-recipe-mismatch"
 COMPAT_RECIPE_MISSING = "compat-recipe-missing"
 COMPAT_CORPUS_MISSING = "compat-corpus-missing"
+# Serving-time probes (policy.probes): the node's latest probe failed, or found it far below its
+# certified speed, or too few recent probes passed.
+PROBE_FAILED = probe_lib.FAILED
+PROBE_SPEED = probe_lib.SPEED
+UNPROBED = "unprobed"
 COMPAT_PIN_MISSING = "compat-pin-missing"
 COMPAT_PIN_MISMATCH = "compat-pin-mismatch"
 WRONG_RECORD_KIND = "wrong-record-kind"
@@ -499,9 +506,11 @@ def decide(
     policy_digest: str | None = None,
     cache: VerificationCache | None = None,
     screen: Screen | None = None,
+    probes: Sequence[VerifiedProbe] = (),
 ) -> admission_pb2.AdmissionDecision:
     """The admission decision for `route`. Pass trust_store/policy_digest/cache to amortise them;
-    `screen` (a Tracker's view, tools/publish/tracker.py) refuses inputs its repository does not vouch for."""
+    `screen` (a Tracker's view, tools/publish/tracker.py) refuses inputs its repository does not vouch for.
+    `probes` (tools/probe/probe_log.read) are consulted as policy.probes says."""
     now = now or timestamps.now()
     store = trust_store or policy_lib.validate(policy)
     items = [r if isinstance(r, SignedInput) else SignedInput.from_envelope(r) for r in records_in]
@@ -539,6 +548,12 @@ def decide(
     compat_labels = [i.label for i in compat_items]
     for node in route.nodes:
         lane = _decide_node(node, by_scope, by_lane, failed, policy, route, compat_labels)
+        if lane.routable and policy.probes.min_passing_probes:
+            why, cited = _probe_refusal(node, lane.record_id, _norm_digest(route.model_sha256), probes, policy, now)
+            decision.probe_record_digests.extend(d for d in cited if d not in decision.probe_record_digests)
+            if why:
+                lane.routable = False
+                lane.reasons.append(why)
         decision.lanes.append(lane)
         decision.reasons.extend(lane.reasons)
         if lane.routable:
@@ -565,6 +580,40 @@ def decide(
             )
     decision.routable = bool(route.nodes) and not decision.reasons and all(l.routable for l in decision.lanes)
     return decision
+
+
+def _probe_refusal(node, record_id: str, model: str, probes: Sequence[VerifiedProbe],
+                   policy: admission_pb2.AdmissionPolicy, now: dt.datetime) -> tuple[str, list[str]]:
+    """Why the node's probes do not admit it (empty when they do), and the probe records consulted:
+    those of this node, lane, certification record and model, signed by a Tracker key the policy
+    names, probed within max_age_s. The latest decides a failure (a node is refused until it passes
+    again); min_passing_probes of them must pass."""
+    p = policy.probes
+    trackers = set(p.tracker_keyids)
+    recent = []
+    for v in probes:
+        r = v.record
+        if (r.node_id, r.lane_id, r.certification_record_id) != (node.node_id, node.lane_id, record_id):
+            continue
+        if _norm_digest(r.model_sha256) != model or not trackers & set(v.keyids):
+            continue
+        age = (now - timestamps.parse_utc(r.probed_at, "probed_at")).total_seconds()
+        if 0 <= age <= p.max_age_s:
+            recent.append((timestamps.parse_utc(r.probed_at, "probed_at"), r.sequence, v))
+    recent.sort(key=lambda t: (t[0], t[1]))
+    cited = [v.digest for _, _, v in recent]
+    if not recent:
+        return (f"{UNPROBED}: node {node.node_id!r} has no probe of record {record_id} for this model in the last "
+                f"{p.max_age_s} s by a Tracker the policy names", cited)
+    latest = recent[-1][2]
+    if latest.record.verdict != probe_lib.PASS:
+        return (f"{latest.record.verdict}: the latest probe of node {node.node_id!r} ({latest.digest[:23]}, "
+                f"{latest.record.probed_at}): {'; '.join(latest.record.reasons) or 'no reason given'}", cited)
+    passed = sum(v.record.verdict == probe_lib.PASS for _, _, v in recent)
+    if passed < p.min_passing_probes:
+        return (f"{UNPROBED}: node {node.node_id!r} passed {passed} probe(s) in the last {p.max_age_s} s; the policy "
+                f"needs {p.min_passing_probes}", cited)
+    return "", cited
 
 
 def route_from_nodes(

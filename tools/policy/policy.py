@@ -74,9 +74,18 @@ def validate(policy: admission_pb2.AdmissionPolicy, source: str = "policy") -> t
             raise PolicyError(f"{source}: lane required check {r.check!r} for lane {r.lane_id!r} listed twice; keep one")
         pairs.add((r.lane_id, r.check))
     try:
-        return trust.TrustStore.from_trusted_keys(policy.trusted_keys)
+        store = trust.TrustStore.from_trusted_keys(policy.trusted_keys)
     except PolicyError as err:
         raise PolicyError(f"{source}: {err}") from err
+    probes = policy.probes
+    if probes.min_passing_probes:
+        if not probes.max_age_s:
+            raise PolicyError(f"{source}: probes.max_age_s is 0: say how old a probe may be (seconds)")
+        unknown = [k for k in probes.tracker_keyids if k not in store.public_keys]
+        if not probes.tracker_keyids or unknown:
+            raise PolicyError(f"{source}: probes.tracker_keyids must name trusted keys (the Trackers' whose probe "
+                              f"records count); not trusted: {[k[:16] for k in unknown] or '(none named)'}")
+    return store
 
 
 def required_checks_for(policy: admission_pb2.AdmissionPolicy, lane_id: str) -> list[str]:

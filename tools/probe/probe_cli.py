@@ -3,19 +3,27 @@
     bazel run //tools/probe:probe_cli -- --node=http://10.0.0.7:8080 --reference=http://127.0.0.1:8080 \
         --vocab_size=49152 --certified_tokens_per_s=180 --model=smollm2-135m-instruct-q4_1.gguf
 
+With --log and --tracker_key the result is also signed as a ProbeRecord for --node_id, --lane_id,
+--record_id and --model_sha256 and appended to the hash-chained probe log (tools/probe/probe_log.py),
+which admission reads.
+
 Exit status 0: pass; 1: the node failed (probe-failed) or is far below its certified speed
-(probe-speed); 2: the probe could not be made (the reference did not answer, bad flags).
+(probe-speed); 2: the probe could not be made (the reference did not answer, bad flags, a log that
+does not verify).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import pathlib
 import sys
 
 from absl import app, flags
 
-from tools.probe import probe
+from tools.policy import dsse, keys, timestamps
+from tools.policy.errors import TrustError
+from tools.probe import probe, probe_log
 
 flags.DEFINE_string("node", None, "The node's llama-server, http://HOST:PORT.")
 flags.DEFINE_string("reference", None, "The reference llama-server (a certified CPU lane the Tracker runs).")
@@ -27,6 +35,12 @@ flags.DEFINE_float("max_abs_delta_logprob", probe.Tolerances.max_abs_delta_logpr
 flags.DEFINE_float("min_top1_agreement", probe.Tolerances.min_top1_agreement, "Tolerance.")
 flags.DEFINE_float("min_greedy_prefix", probe.Tolerances.min_greedy_prefix, "Fraction of the continuation.")
 flags.DEFINE_float("min_speed_fraction", probe.Tolerances.min_speed_fraction, "Of the certified speed.")
+flags.DEFINE_string("log", "", "Probe log (JSON lines) to append the signed record to; empty: print only.")
+flags.DEFINE_string("tracker_key", "", "The Tracker's Ed25519 private key (PEM) that signs probe records.")
+flags.DEFINE_string("node_id", "", "The node's id in the route (its node.json).")
+flags.DEFINE_string("lane_id", "", "The node's lane id.")
+flags.DEFINE_string("record_id", "", "The certification record the node was admitted with.")
+flags.DEFINE_string("model_sha256", "", "The model the node serves (sha256).")
 for _name in ("node", "reference", "vocab_size", "certified_tokens_per_s"):
     flags.mark_flag_as_required(_name)
 FLAGS = flags.FLAGS
@@ -45,6 +59,20 @@ def main(argv: list[str]) -> int:
         return 2
     out = dataclasses.asdict(result)
     out["challenge_digest"] = result.challenge.digest()
+    if FLAGS.log:
+        missing = [f for f in ("tracker_key", "node_id", "lane_id", "record_id", "model_sha256") if not FLAGS[f].value]
+        if missing:
+            print(f"probe_cli: --log needs --{', --'.join(missing)}", file=sys.stderr)
+            return 2
+        try:
+            key = keys.load_private_key(FLAGS.tracker_key)
+            rec = probe_log.make_record(result, FLAGS.node_id, FLAGS.lane_id, FLAGS.record_id, FLAGS.model_sha256,
+                                        timestamps.format_utc(timestamps.now()))
+            signed = probe_log.append(pathlib.Path(FLAGS.log), rec, key, {dsse.keyid_for(key): key.public_key()})
+        except (TrustError, probe_log.ProbeLogError, OSError) as err:
+            print(f"probe_cli: the probe was made but not logged: {err}", file=sys.stderr)
+            return 2
+        out["probe_record_digest"], out["sequence"] = signed.digest, signed.record.sequence
     print(json.dumps(out, indent=1, sort_keys=True))
     return 0 if result.verdict == probe.PASS else 1
 
