@@ -1,17 +1,21 @@
-"""Serving-time probes against the CPU lane's own llama-server on loopback (issue 27): the node that
-serves the certified file passes; the same model in another quantization and with slightly perturbed
-weights are refused with their figures. Two servers, one thread each, 16-token challenges: bounded
-in requests (2 per probe) and time (a deadline per request); every server is stopped by the test."""
+"""Serving-time probes against the CPU lane's own llama-server on loopback: the node that serves the
+certified file passes; the same model in another quantization and with slightly perturbed weights
+are refused with their figures; a proxy in front of the honest server that answers from a cache of
+earlier challenges is refused, one that throttles it far below the certified speed is flagged. Two
+servers, one thread each, 16-token challenges: bounded in requests (2 per probe) and time (a deadline
+per request); every server and proxy is stopped by the test."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import http.server
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -113,17 +117,74 @@ def test_slightly_perturbed_weights_are_refused(reference, tmp_path, monkeypatch
     def perturbed(*args, **kw):
         weights = made(*args, **kw)
         rng = np.random.default_rng(7)
-        # 1% relative noise on one layer's attention output: a model that is almost, not quite, the file.
-        name = "blk.0.attn_output.weight"
-        weights[name] = weights[name] * (1 + 0.01 * rng.standard_normal(weights[name].shape)).astype(np.float32)
+        # 1% relative noise on every matrix: a model that is almost, not quite, the file.
+        for name, w in weights.items():
+            if w.ndim == 2:
+                weights[name] = w * (1 + 0.01 * rng.standard_normal(w.shape)).astype(np.float32)
         return weights
 
     monkeypatch.setattr(make_tiny_model, "make_weights", perturbed)
     model = tmp_path / "tiny_llama_perturbed.gguf"
     make_tiny_model.make_tiny_model(_vocab(), model, dtype="f32")
     r = _probe_file(model, reference, tmp_path)
-    print(_row("1% noise on one matrix", r))
+    print(_row("1% noise on every matrix", r))
     assert r.verdict == probe.FAILED and r.figures.max_abs_delta_logprob > 0.0, r.reasons
+
+
+@contextlib.contextmanager
+def _proxy(upstream: str, mode: str):
+    """A node that is the honest server behind a lie: "replay" answers every request with the first
+    answer it got (a cache of earlier challenges); "throttle" holds each answer 0.1 s a token."""
+    cache: dict[str, bytes] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if mode == "replay" and "answer" in cache:
+                answer = cache["answer"]
+            else:
+                req = urllib.request.Request(upstream + self.path, data=body, headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    answer = r.read()
+                cache.setdefault("answer", answer)
+            if mode == "throttle":
+                time.sleep(0.1 * json.loads(body)["n_predict"])
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_node_answering_from_a_cache_of_earlier_challenges_is_refused(reference, tmp_path):
+    with _server(EMBEDDED, tmp_path / "node.log") as honest, _proxy(honest, "replay") as node:
+        first = probe.probe(node, reference, _vocab_size(), CERTIFIED_TOKENS_PER_S, deadline_s=DEADLINE_S,
+                            expected_model="m.gguf")
+        second = probe.probe(node, reference, _vocab_size(), CERTIFIED_TOKENS_PER_S, deadline_s=DEADLINE_S,
+                             expected_model="m.gguf")
+    print(_row("replay of the first answer (second probe)", second))
+    assert first.verdict == probe.PASS, first.reasons
+    assert second.verdict == probe.FAILED and second.figures.greedy_prefix < probe.N_PREDICT, second.reasons
+
+
+def test_a_node_throttled_far_below_its_certified_speed_is_flagged(reference, tmp_path):
+    with _server(EMBEDDED, tmp_path / "node.log") as honest, _proxy(honest, "throttle") as node:
+        r = probe.probe(node, reference, _vocab_size(), CERTIFIED_TOKENS_PER_S, deadline_s=DEADLINE_S,
+                        expected_model="m.gguf")
+    print(_row("throttled to 10 tok/s", r))
+    assert r.verdict == probe.SPEED and r.figures.speed_fraction < 0.25, r.reasons
 
 
 def test_admission_cites_the_signed_probe_and_refuses_the_node_once_a_probe_fails(reference, tmp_path):
