@@ -319,12 +319,12 @@ def record_refusals(
         return [f"{SCOPE_LANE_MISMATCH}: {where}: record is for lane {rec.scope.lane_id!r}, node runs {node.lane_id!r}"]
     rdc, ndc = rec.scope.device_class, node.device_class
     diffs = [f"{f} {getattr(rdc, f)!r} != node {getattr(ndc, f)!r}" for f in SCOPE_FIELDS if getattr(rdc, f) != getattr(ndc, f)]
-    if diffs:
-        return [
-            f"{SCOPE_DEVICE_CLASS_MISMATCH}: {where}: certified on another device class ({'; '.join(diffs)}); "
-            "certify this lane on the node's device class"
-        ]
+    # Every mismatch is named, not the first: an operator fixing the device class should not learn
+    # about the model only on the next refusal.
     out = []
+    if diffs:
+        out.append(f"{SCOPE_DEVICE_CLASS_MISMATCH}: {where}: certified on another device class ({'; '.join(diffs)}); "
+                   "certify this lane on the node's device class")
     if not node.build_evidence_digest or _norm_digest(rec.build_evidence_digest) != _norm_digest(node.build_evidence_digest):
         out.append(
             f"{BUILD_EVIDENCE_MISMATCH}: {where}: node build evidence {node.build_evidence_digest or '(none)'} "

@@ -128,6 +128,16 @@ def test_other_device_class(policy, key):
     assert "device_name" in d.reasons[0]
 
 
+def test_every_scope_mismatch_is_named_not_the_first(policy, key):
+    """A node on another device class, serving another model and another build, hears all three."""
+    report = sample_reports.make_report(GPU)
+    node = sample_reports.node_for(report)
+    node.device_class.device_name = "NVIDIA H100 80GB HBM3"
+    node.build_evidence_digest = "sha256:" + "e" * 64
+    d = decide(policy, [signed(report, key)], [node], model="sha256:" + "d" * 64)
+    assert codes(d) == {"scope-device-class-mismatch", "build-evidence-mismatch", "scope-model-mismatch"}, d.reasons
+
+
 def test_driver_version_is_informational(policy, key):
     report = sample_reports.make_report(GPU)
     node = sample_reports.node_for(report)
