@@ -40,6 +40,7 @@ from tools.policy import policy as policy_lib
 from tools.policy.errors import TrustError, UnreadableInputError
 from tools.probe import probe as probe_lib
 from tools.probe.probe_log import VerifiedProbe
+from tools.runner.checks import corpus_parity
 
 VERIFIER = "lanes-admission/1 (tools/admission/admission.py)"
 
@@ -59,6 +60,7 @@ SCOPE_MODEL_MISMATCH = "scope-model-mismatch"
 SCOPE_RECIPE_MISMATCH = "scope-recipe-mismatch"
 COMPAT_RECIPE_MISSING = "compat-recipe-missing"
 COMPAT_CORPUS_MISSING = "compat-corpus-missing"
+COMPAT_CORPUS_FAILED = "compat-corpus-failed"
 # Serving-time probes (policy.probes): the node's latest probe failed, or found it far below its
 # certified speed, or too few recent probes passed.
 PROBE_FAILED = probe_lib.FAILED
@@ -426,6 +428,24 @@ def _decide_node(node, by_scope, by_lane, failed, policy, route, compat_labels=(
     return lane
 
 
+def _corpus_parity_problem(c: certification_pb2.CompatibilityCorpus) -> str:
+    """Why a record's corpus parity is not one the runner's corpus_parity would pass: another corpus,
+    a bounds kind it does not define, or figures outside that kind's bounds (empty: none)."""
+    bounds = corpus_parity.BOUNDS.get(c.bounds)
+    if c.corpus_sha256 != corpus_parity.CORPUS_SHA256:
+        return f"measured over corpus {c.corpus_sha256[:16] or '(none)'}, not the committed corpus"
+    if bounds is None:
+        return f"bounds {c.bounds!r} are none of {sorted(corpus_parity.BOUNDS)}"
+    ratio_ok = c.perplexity_ratio > 0 and abs(math.log(c.perplexity_ratio)) <= bounds["tol_abs_log_ppl_ratio"]
+    # `not (x <= bound)` also refuses NaN.
+    if not (c.mean_kl <= bounds["tol_mean_kl"] and c.p99_kl <= bounds["tol_p99_kl"] and ratio_ok
+            and c.top1_agreement_decisive >= bounds["tol_top1_agreement_decisive"]
+            and c.positions >= corpus_parity.MIN_SCORED):
+        return (f"mean KL {c.mean_kl:g} / p99 KL {c.p99_kl:g} / top-1 {c.top1_agreement_decisive:g} / perplexity "
+                f"ratio {c.perplexity_ratio:g} over {c.positions} positions are outside the {c.bounds!r} bounds")
+    return ""
+
+
 def _compatibility_refusal(rec, lanes, model, admitted, policy=None, recipe=None) -> str:
     """Why a verified, current compatibility record does not cover this route; empty when it does.
 
@@ -451,6 +471,9 @@ def _compatibility_refusal(rec, lanes, model, admitted, policy=None, recipe=None
     if not rec.HasField("corpus_parity") or not rec.corpus_parity.positions:
         return (f"{COMPAT_CORPUS_MISSING}: states no corpus parity of the route; measure "
                 "the route again (tools/compat) and sign a record that states it")
+    why = _corpus_parity_problem(rec.corpus_parity)
+    if why:
+        return f"{COMPAT_CORPUS_FAILED}: {why}"
     why = recipe_refusal(rec.recipe, recipe)
     if why:
         return f"{SCOPE_RECIPE_MISMATCH}: the route's recipe is not the one measured on it: {why}"
@@ -549,7 +572,8 @@ def decide(
     for node in route.nodes:
         lane = _decide_node(node, by_scope, by_lane, failed, policy, route, compat_labels)
         if lane.routable and policy.probes.min_passing_probes:
-            why, cited = _probe_refusal(node, lane.record_id, _norm_digest(route.model_sha256), probes, policy, now)
+            why, cited = _probe_refusal(node, record_by_id[lane.record_id], _norm_digest(route.model_sha256), probes,
+                                        policy, now)
             decision.probe_record_digests.extend(d for d in cited if d not in decision.probe_record_digests)
             if why:
                 lane.routable = False
@@ -582,37 +606,75 @@ def decide(
     return decision
 
 
-def _probe_refusal(node, record_id: str, model: str, probes: Sequence[VerifiedProbe],
+# A probe dated this far after the decision's clock still counts as now (Tracker clocks drift).
+PROBE_CLOCK_SKEW_S = 300
+# The record metric a probe's speed floor must be judged against.
+CERTIFIED_SPEED_METRIC = "speed.tg_tokens_per_s"
+
+
+def _probe_refusal(node, rec: certification_pb2.CertificationRecord, model: str, probes: Sequence[VerifiedProbe],
                    policy: admission_pb2.AdmissionPolicy, now: dt.datetime) -> tuple[str, list[str]]:
     """Why the node's probes do not admit it (empty when they do), and the probe records consulted:
     those of this node, lane, certification record and model, signed by a Tracker key the policy
-    names, probed within max_age_s. The latest decides a failure (a node is refused until it passes
-    again); min_passing_probes of them must pass."""
+    names, probed within max_age_s (one record per challenge). Any failure at the latest time
+    refuses (a node is refused until a later probe passes); min_passing_probes of them must pass,
+    each judged at least as strictly as the policy asks and against the record's certified speed."""
     p = policy.probes
     trackers = set(p.tracker_keyids)
-    recent = []
+    recent: dict[str, tuple[dt.datetime, VerifiedProbe]] = {}
+    future = []
     for v in probes:
         r = v.record
-        if (r.node_id, r.lane_id, r.certification_record_id) != (node.node_id, node.lane_id, record_id):
+        if (r.node_id, r.lane_id, r.certification_record_id) != (node.node_id, node.lane_id, rec.record_id):
             continue
         if _norm_digest(r.model_sha256) != model or not trackers & set(v.keyids):
             continue
-        age = (now - timestamps.parse_utc(r.probed_at, "probed_at")).total_seconds()
-        if 0 <= age <= p.max_age_s:
-            recent.append((timestamps.parse_utc(r.probed_at, "probed_at"), r.sequence, v))
-    recent.sort(key=lambda t: (t[0], t[1]))
-    cited = [v.digest for _, _, v in recent]
+        at = timestamps.parse_utc(r.probed_at, "probed_at")
+        age = (now - at).total_seconds()
+        if age < -PROBE_CLOCK_SKEW_S:
+            future.append(v.digest)
+        elif age <= p.max_age_s:
+            # One challenge is one probe (a copied record counts once); of two records of it, a failure wins.
+            kept = recent.get(r.challenge_digest)
+            if kept is None or (kept[1].record.verdict == probe_lib.PASS and r.verdict != probe_lib.PASS):
+                recent[r.challenge_digest] = (at, v)
+    cited = sorted(v.digest for _, v in recent.values()) + sorted(future)
+    if future:
+        return (f"{UNPROBED}: node {node.node_id!r} has probe record(s) dated more than {PROBE_CLOCK_SKEW_S} s "
+                "after this decision: the Tracker's clock or the records are wrong", cited)
     if not recent:
-        return (f"{UNPROBED}: node {node.node_id!r} has no probe of record {record_id} for this model in the last "
-                f"{p.max_age_s} s by a Tracker the policy names", cited)
-    latest = recent[-1][2]
-    if latest.record.verdict != probe_lib.PASS:
-        return (f"{latest.record.verdict}: the latest probe of node {node.node_id!r} ({latest.digest[:23]}, "
-                f"{latest.record.probed_at}): {'; '.join(latest.record.reasons) or 'no reason given'}", cited)
-    passed = sum(v.record.verdict == probe_lib.PASS for _, _, v in recent)
-    if passed < p.min_passing_probes:
-        return (f"{UNPROBED}: node {node.node_id!r} passed {passed} probe(s) in the last {p.max_age_s} s; the policy "
-                f"needs {p.min_passing_probes}", cited)
+        return (f"{UNPROBED}: node {node.node_id!r} has no probe of record {rec.record_id} for this model in the "
+                f"last {p.max_age_s} s by a Tracker the policy names", cited)
+    latest_at = max(at for at, _ in recent.values())
+    # Timestamps have one-second resolution: at the latest second a failure wins over a pass.
+    latest = [v for at, v in recent.values() if (latest_at - at).total_seconds() < 1.0]
+    failed = [v for v in latest if v.record.verdict != probe_lib.PASS]
+    if failed:
+        worst = failed[0]
+        return (f"{worst.record.verdict}: the latest probe of node {node.node_id!r} ({worst.digest[:23]}, "
+                f"{worst.record.probed_at}): {'; '.join(worst.record.reasons) or 'no reason given'}", cited)
+    defaults = probe_lib.Tolerances()
+    max_delta = p.max_abs_delta_logprob or defaults.max_abs_delta_logprob
+    min_speed = p.min_speed_fraction or defaults.min_speed_fraction
+    certified = rec.metrics.get(CERTIFIED_SPEED_METRIC)
+    counted, looser = 0, 0
+    for _, v in recent.values():
+        r = v.record
+        if r.verdict != probe_lib.PASS:
+            continue
+        strict = (r.tol_max_abs_delta_logprob <= max_delta and r.tol_min_speed_fraction >= min_speed
+                  and r.tol_min_top1_agreement >= defaults.min_top1_agreement
+                  and r.tol_min_greedy_prefix >= defaults.min_greedy_prefix)
+        same_speed = certified is None or math.isclose(r.certified_tokens_per_s, certified, rel_tol=1e-9)
+        if strict and same_speed:
+            counted += 1
+        else:
+            looser += 1
+    if counted < p.min_passing_probes:
+        note = (f" ({looser} more passed under looser tolerances or another certified speed than the record's "
+                f"{CERTIFIED_SPEED_METRIC})") if looser else ""
+        return (f"{UNPROBED}: node {node.node_id!r} passed {counted} probe(s) in the last {p.max_age_s} s; the policy "
+                f"needs {p.min_passing_probes}{note}", cited)
     return "", cited
 
 

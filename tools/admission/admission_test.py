@@ -405,6 +405,11 @@ def test_compatibility_record_without_corpus_parity_is_refused(policy, key, two_
     _assert_compat_refused(decide(policy, envs, nodes, compat=[absent]), "compat-corpus-missing")
     empty = _compat(key, mutate=lambda r: setattr(r.corpus_parity, "positions", 0))
     _assert_compat_refused(decide(policy, envs, nodes, compat=[empty]), "compat-corpus-missing")
+    # The figures a signer wrote are held to corpus_parity's bounds for the kind they name.
+    for field, value in (("mean_kl", 0.05), ("corpus_sha256", "0" * 64), ("bounds", "loose"),
+                         ("perplexity_ratio", 1.2), ("positions", 100), ("top1_agreement_decisive", float("nan"))):
+        bad = _compat(key, mutate=lambda r, f=field, v=value: setattr(r.corpus_parity, f, v))
+        _assert_compat_refused(decide(policy, envs, nodes, compat=[bad]), "compat-corpus-failed")
     assert decide(policy, envs, nodes, compat=[_compat(key)]).routable
 
 

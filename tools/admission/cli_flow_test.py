@@ -13,6 +13,7 @@ from tools.certify import certify, sample_reports
 from tools.policy import keys, timestamps
 from tools.policy import policy as policy_lib
 from tools.policy.errors import PolicyError
+from tools.runner.checks import corpus_parity
 
 CPU, GPU = "linux-x86_64-cpu", "linux-x86_64-cuda"  # lane ids as data only
 
@@ -132,7 +133,7 @@ def test_sign_then_admit_through_files(tmp_path, monkeypatch):
     # tools/compat states the longest sequence it compared; this route asks for whole contexts.
     compat["recipe"] = {**json_format.MessageToDict(recipe), "longestSequenceTokens": recipe.context_size}
     # ... and the route's corpus parity against the CPU lane.
-    compat["corpus_parity"] = {"corpus_sha256": "6" * 64, "bounds": "quantized", "positions": 4096,
+    compat["corpus_parity"] = {"corpus_sha256": corpus_parity.CORPUS_SHA256, "bounds": "quantized", "positions": 4096,
                                "decisive_positions": 2000, "mean_kl": 0.002, "p99_kl": 0.02,
                                "top1_agreement_decisive": 0.99, "perplexity_ratio": 1.001}
     (tmp_path / "compat.json").write_text(json.dumps(compat))

@@ -52,20 +52,25 @@ def lane(issuer):
     return records.sign_record(rec, issuer), sample_reports.node_for(report), rec.record_id
 
 
-def _result(verdict: str, reasons: tuple[str, ...] = ()) -> probe.Result:
-    c = probe.Challenge(prompt_set_sha256="a" * 64, line=3, text="Once upon a time", nonce=(301, 402, 503, 604))
-    f = probe.Figures(16 if verdict != probe.FAILED else 0, 16, 1.0, 0.0, 500.0 if verdict != probe.SPEED else 2.0, 100.0)
-    return probe.Result(c, verdict, reasons, f, "sha256:" + "1" * 64, "sha256:" + "2" * 64, 0.05)
+CERTIFIED = 50.0  # sample_reports' speed.tg_tokens_per_s
 
 
-def _log(tmp_path, tracker, node, record_id, *probes):
-    """(verdict, reasons, seconds before NOW) -> the verified log."""
+def _result(verdict: str, reasons: tuple[str, ...] = (), n: int = 0, tol: probe.Tolerances = probe.Tolerances(),
+            certified: float = CERTIFIED) -> probe.Result:
+    c = probe.Challenge(prompt_set_sha256="a" * 64, line=3, text="Once upon a time", nonce=(301 + n, 402, 503, 604))
+    f = probe.Figures(16 if verdict != probe.FAILED else 0, 16, 0, 1.0, 0.0, 500.0 if verdict != probe.SPEED else 2.0,
+                      certified)
+    return probe.Result(tol, c, verdict, reasons, f, "sha256:" + "1" * 64, "sha256:" + "2" * 64, 0.05)
+
+
+def _log(tmp_path, tracker, node, record_id, *probes, **result_kw):
+    """(verdict, reasons, seconds before NOW) -> the verified log; each probe its own challenge."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     log = tmp_path / "probes.jsonl"
     trusted = {dsse.keyid_for(tracker): tracker.public_key()}
-    for verdict, reasons, ago in probes:
-        rec = probe_log.make_record(_result(verdict, reasons), node.node_id, node.lane_id, record_id, MODEL,
-                                    timestamps.format_utc(NOW - dt.timedelta(seconds=ago)))
+    for n, (verdict, reasons, ago) in enumerate(probes):
+        rec = probe_log.make_record(_result(verdict, reasons, n, **result_kw), node.node_id, node.lane_id, record_id,
+                                    MODEL, timestamps.format_utc(NOW - dt.timedelta(seconds=ago)))
         probe_log.append(log, rec, tracker, trusted)
     return probe_log.read(log, trusted)
 
@@ -95,7 +100,7 @@ def test_a_failed_probe_refuses_the_node_until_it_passes_again(tmp_path, policy,
     failed = _log(tmp_path / "a", tracker, lane[1], lane[2], (probe.PASS, (), 600), (probe.FAILED, reason, 60))
     d = _decide(policy, lane, failed)
     assert not d.routable and d.reasons[0].startswith("probe-failed: the latest probe of node ") and reason[0] in d.reasons[0]
-    assert list(d.probe_record_digests) == [v.digest for v in failed]
+    assert sorted(d.probe_record_digests) == sorted(v.digest for v in failed)
     again = _log(tmp_path / "b", tracker, lane[1], lane[2], (probe.FAILED, reason, 600), (probe.PASS, (), 60))
     assert _decide(policy, lane, again).routable
 
@@ -113,6 +118,41 @@ def test_probes_of_another_node_record_or_tracker_do_not_count(tmp_path, policy,
     stranger = Ed25519PrivateKey.generate()
     by_stranger = _log(tmp_path / "b", stranger, node, record_id, (probe.PASS, (), 60))
     assert _decide(policy, lane, by_stranger).reasons[0].startswith("unprobed: ")
+
+
+def test_one_probe_counts_once(tmp_path, policy, lane, tracker):
+    two = type(policy)()
+    two.CopyFrom(policy)
+    two.probes.min_passing_probes = 2
+    once = _log(tmp_path, tracker, lane[1], lane[2], (probe.PASS, (), 60))
+    d = _decide(two, lane, [once[0], once[0]])
+    assert d.reasons[0].startswith("unprobed: ") and "passed 1 probe(s)" in d.reasons[0]
+
+
+def test_a_failure_in_the_latest_second_wins_over_a_pass(tmp_path, policy, lane, tracker):
+    fail = _log(tmp_path / "a", tracker, lane[1], lane[2], (probe.FAILED, ("wrong",), 60))
+    passed = _log(tmp_path / "b", tracker, lane[1], lane[2], (probe.PASS, (), 60), (probe.PASS, (), 60))
+    assert _decide(policy, lane, [*passed, *fail]).reasons[0].startswith("probe-failed: ")
+
+
+def test_a_probe_from_the_future_refuses(tmp_path, policy, lane, tracker):
+    ahead = _log(tmp_path, tracker, lane[1], lane[2], (probe.PASS, (), 60), (probe.FAILED, ("wrong",), -3600))
+    d = _decide(policy, lane, ahead)
+    assert d.reasons[0].startswith("unprobed: ") and "dated more than 300 s after" in d.reasons[0]
+    skewed = _log(tmp_path / "s", tracker, lane[1], lane[2], (probe.PASS, (), -60))  # within the clock skew
+    assert _decide(policy, lane, skewed).routable
+
+
+@pytest.mark.parametrize("kw", [
+    {"tol": probe.Tolerances(max_abs_delta_logprob=1.0)},
+    {"tol": probe.Tolerances(min_speed_fraction=0.0)},
+    {"tol": probe.Tolerances(min_greedy_prefix=0.5)},
+    {"certified": 5.0},  # judged against a tenth of the record's certified speed
+])
+def test_a_pass_under_looser_tolerances_does_not_count(tmp_path, policy, lane, tracker, kw):
+    loose = _log(tmp_path, tracker, lane[1], lane[2], (probe.PASS, (), 60), **kw)
+    d = _decide(policy, lane, loose)
+    assert d.reasons[0].startswith("unprobed: ") and "1 more passed under looser tolerances" in d.reasons[0]
 
 
 def test_a_policy_without_probes_does_not_consult_them(lane, issuer):

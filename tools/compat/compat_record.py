@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 from proto import certification_pb2
 from proto import runner_report_pb2 as rpb
 from tools.compat import rpc_route
+from tools.runner.checks import corpus_parity, reference_parity
 
 
 class CompatibilityInputError(Exception):
@@ -113,10 +114,27 @@ def _pin(certified: list[certification_pb2.CertificationRecord]) -> tuple[str, s
     return pins[0]
 
 
-def build(out_dir: pathlib.Path,
-          certified: Mapping[str, certification_pb2.CertificationRecord]) -> certification_pb2.CompatibilityRecord:
-    """The record of a compatible measurement; `certified` is records_by_report_digest's map."""
+def _check_corpus_bounds(report: dict, model: pathlib.Path) -> None:
+    if _digest(model).removeprefix("sha256:") != report["model_sha256"]:
+        raise CompatibilityInputError(f"{model}: not the model the route was measured with ({report['model_sha256'][:16]})")
+    try:
+        kind = corpus_parity.bounds_kind(reference_parity.quantized_types(model), accelerator=True)
+    except (OSError, ValueError) as err:
+        raise CompatibilityInputError(f"{model}: cannot read its tensor types ({err})") from err
+    stated = (report.get("corpus") or {}).get("bounds")
+    if stated is not None and stated != kind:
+        raise CompatibilityInputError(f"the measurement judged its corpus parity with {stated!r} bounds; the model's "
+                                      f"tensor types call for {kind!r}")
+
+
+def build(out_dir: pathlib.Path, certified: Mapping[str, certification_pb2.CertificationRecord],
+          model: pathlib.Path | None = None) -> certification_pb2.CompatibilityRecord:
+    """The record of a compatible measurement; `certified` is records_by_report_digest's map. With
+    `model` (the CLI requires it) the corpus bounds kind is re-derived from the model's tensor types:
+    a measurement whose configuration names looser bounds than its model's makes no record."""
     report = load_measurement(out_dir)
+    if model is not None:
+        _check_corpus_bounds(report, pathlib.Path(model))
     if not report.get("recipe"):
         raise CompatibilityInputError(f"{out_dir}: the measurement states no recipe (made before tools/compat "
                                       "recorded one): measure the route again")

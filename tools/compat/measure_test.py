@@ -123,6 +123,11 @@ def test_a_compatible_route_passes_its_step_under_the_lanes_recipe(tmp_path):
     assert corpus["mean_kl"] < 1e-9 and corpus["top1_agreement_decisive"] == 1.0
     assert rpc_route.CORPUS_FILE in report["log_digests"]
     assert not list(out.glob("corpus-*")), "the logits files are removed after the comparison"
+    # The record's bounds kind is re-derived from the model file: an F32 model's is "f16".
+    compat_record._check_corpus_bounds(compat_record.load_measurement(out), tmp_path / "m.gguf")
+    looser = dict(compat_record.load_measurement(out), corpus={**report["corpus"], "bounds": "quantized"})
+    with pytest.raises(compat_record.CompatibilityInputError, match="'quantized' bounds; the model's tensor types call"):
+        compat_record._check_corpus_bounds(looser, tmp_path / "m.gguf")
 
 
 def test_a_route_that_drifts_over_the_corpus_is_not_compatible(tmp_path):

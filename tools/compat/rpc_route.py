@@ -409,7 +409,7 @@ def corpus_sequence(logs: pathlib.Path) -> int:
     if not path.is_file():
         return 0
     with np.load(path, allow_pickle=False) as z:
-        if "tokens" in z.files and z["tokens"].size >= corpus_parity.CONTEXT and z["lane_nll"].size > 0:
+        if {"tokens", "lane_nll"} <= set(z.files) and z["tokens"].size >= corpus_parity.CONTEXT and z["lane_nll"].size > 0:
             return corpus_parity.CONTEXT - 1
     return 0
 
@@ -441,13 +441,16 @@ def corpus_figures(logs: pathlib.Path) -> tuple[dict, list[str]]:
         z = {k: npz[k] for k in npz.files}
     missing = [k for k in _CORPUS_ARRAYS if k not in z]
     if missing:
-        return {}, [f"{CORPUS_FILE} lacks {', '.join(missing)}"]
+        return {}, [f"route vs {CORPUS_REFERENCE} over the corpus: {CORPUS_FILE} lacks {', '.join(missing)}"]
+    # Shapes before figures: arrays of different lengths are no measurement (and would not index).
+    malformed = corpus_parity.shape_problems(z, None)
+    if malformed or np.asarray(z["tokens"]).ndim != 1 or np.asarray(z["reference_tokens"]).ndim != 1:
+        return {}, [f"route vs {CORPUS_REFERENCE} over the corpus: {p}" for p in malformed or ["token arrays not 1-D"]]
     counts, metrics = corpus_parity.figures(z, tol["tie_margin"])
     if not np.array_equal(z["tokens"], z["reference_tokens"]):
         problems.append("the route and the CPU lane tokenized the corpus differently")
     if not np.array_equal(z["next_token"], corpus_parity.scored_next_tokens(z["tokens"])):
         problems.append("the positions' next tokens are not the corpus tokens")
-    problems += corpus_parity.shape_problems(z, None)
     if counts["nonfinite"]:
         problems.append(f"{counts['nonfinite']} non-finite figure(s)")
     if counts["n_scored"] < corpus_parity.MIN_SCORED or counts["n_compared"] != counts["n_scored"]:

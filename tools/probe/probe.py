@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import pathlib
+import re
 import secrets
 import socket
 import time
@@ -35,6 +36,8 @@ N_PROBS = 5
 NONCE_TOKENS = 4
 # Token ids below this are the control and byte tokens of common vocabularies: the nonce avoids them.
 _FIRST_NONCE_ID = 300
+_DIGITS = re.compile(r"[0-9]{1,12}")  # ASCII only: str.isdigit() also accepts "²"
+_HEX = re.compile(rb"[0-9a-fA-F]{1,8}")
 
 
 class ProbeError(Exception):
@@ -99,12 +102,18 @@ def query(url: str, challenge: Challenge, deadline: float, max_bytes: int = MAX_
     started = time.monotonic()
     raw = _exchange(parts.hostname, parts.port, head + body, deadline, max_bytes)
     seconds = time.monotonic() - started
-    status, headers, payload = _split_http(raw)
-    if status != 200:
-        raise ProbeError(f"HTTP status {status} from {url}")
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        payload = _unchunk(payload)
-    return parse_completion(payload, challenge, seconds)
+    try:
+        status, headers, payload = _split_http(raw)
+        if status != 200:
+            raise ProbeError(f"HTTP status {status} from {url}")
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            payload = _unchunk(payload)
+        return parse_completion(payload, challenge, seconds)
+    except ProbeError:
+        raise
+    except (ValueError, TypeError, KeyError, RecursionError, OverflowError) as err:
+        # Whatever else a hostile answer makes the parser raise is the node's failure, never the Tracker's.
+        raise ProbeError(f"the answer cannot be read ({type(err).__name__}: {err})"[:300]) from None
 
 
 def _exchange(host: str, port: int, request: bytes, deadline: float, max_bytes: int) -> bytes:
@@ -143,7 +152,7 @@ def _split_http(raw: bytes) -> tuple[int, dict[str, str], bytes]:
     head, sep, body = raw.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status_line = lines[0].split(" ", 2) if lines and sep else []
-    if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not status_line[1].isdigit():
+    if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not _DIGITS.fullmatch(status_line[1]):
         raise ProbeError("the answer is not an HTTP/1.x response")
     headers = {}
     for line in lines[1:]:
@@ -151,7 +160,7 @@ def _split_http(raw: bytes) -> tuple[int, dict[str, str], bytes]:
         if colon:
             headers[name.strip().lower()] = value.strip()
     if "content-length" in headers:
-        if not headers["content-length"].isdigit() or int(headers["content-length"]) != len(body):
+        if not _DIGITS.fullmatch(headers["content-length"]) or int(headers["content-length"]) != len(body):
             raise ProbeError(f"body of {len(body)} bytes, Content-Length says {headers['content-length']!r}")
     return int(status_line[1]), headers, body
 
@@ -163,10 +172,9 @@ def _unchunk(body: bytes) -> bytes:
         if line_end < 0:
             raise ProbeError("malformed chunked body")
         size_text = body[pos:line_end].split(b";")[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError as err:
-            raise ProbeError("malformed chunked body") from err
+        if not _HEX.fullmatch(size_text):  # hex digits only: int() would take "-6" and loop back
+            raise ProbeError("malformed chunked body")
+        size = int(size_text, 16)
         if size == 0:
             return b"".join(out)
         start = line_end + 2
@@ -180,8 +188,8 @@ def parse_completion(payload: bytes, challenge: Challenge, seconds: float) -> An
     """The completion of `challenge` in a /completion response body, or ProbeError naming what is wrong."""
     try:
         doc = json.loads(payload)
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ProbeError(f"the answer is not JSON ({err})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ProbeError(f"the answer is not JSON ({type(err).__name__})") from None
     if not isinstance(doc, dict):
         raise ProbeError("the answer is not a JSON object")
     tokens = doc.get("tokens")
@@ -207,9 +215,11 @@ def parse_completion(payload: bytes, challenge: Challenge, seconds: float) -> An
         candidates: dict[int, float] = {}
         for cand in top:
             cid, logprob = (cand.get("id"), cand.get("logprob")) if isinstance(cand, dict) else (None, None)
-            if not isinstance(cid, int) or not isinstance(logprob, (int, float)) or not logprob <= 0 or cid in candidates:
-                raise ProbeError(f"token {len(tops)}: a top_logprobs entry is not a distinct id with a log-prob <= 0")
-            candidates[cid] = float(logprob)
+            if (not isinstance(cid, int) or isinstance(cid, bool) or not isinstance(logprob, float)
+                    or not -1e4 <= logprob <= 0 or cid in candidates):
+                raise ProbeError(f"token {len(tops)}: a top_logprobs entry is not a distinct id with a log-prob "
+                                 "in [-1e4, 0]")
+            candidates[cid] = logprob
         tops.append(candidates)
     if j != len(probs):
         raise ProbeError("completion_probabilities name tokens the completion does not contain")
@@ -235,6 +245,9 @@ class Tolerances:
 class Figures:
     greedy_prefix: int  # leading tokens identical to the reference's
     compared: int  # positions compared (inside the identical prefix, where both gave log-probs)
+    # Positions of that range where the reference listed candidates and the node listed none or fewer:
+    # a node that leaves out what it is unsure of would make the comparison vacuous.
+    withheld: int
     top1_agreement: float
     max_abs_delta_logprob: float
     tokens_per_s: float
@@ -251,10 +264,12 @@ def figures(node: Answer, reference: Answer, certified_tokens_per_s: float) -> F
         if a != b:
             break
         prefix += 1
-    compared, agree, worst = 0, 0, 0.0
+    compared, agree, worst, withheld = 0, 0, 0.0, 0
     # Positions up to and including the first divergence: there the two saw the same context.
     for i in range(min(prefix + 1, len(node.tokens), len(reference.tokens))):
         ours, theirs = node.top_logprobs[i], reference.top_logprobs[i]
+        if theirs and len(ours) < len(theirs):
+            withheld += 1
         if not ours or not theirs:
             continue
         compared += 1
@@ -264,7 +279,8 @@ def figures(node: Answer, reference: Answer, certified_tokens_per_s: float) -> F
                 worst = max(worst, abs(ours[cid] - ref_logprob))
             else:  # the node ranks it below its last listed candidate: at least this far off
                 worst = max(worst, ref_logprob - min(ours.values()))
-    return Figures(greedy_prefix=prefix, compared=compared, top1_agreement=agree / compared if compared else math.nan,
+    return Figures(greedy_prefix=prefix, compared=compared, withheld=withheld,
+                   top1_agreement=agree / compared if compared else math.nan,
                    max_abs_delta_logprob=worst if compared else math.nan, tokens_per_s=node.tokens_per_s,
                    certified_tokens_per_s=certified_tokens_per_s)
 
@@ -283,6 +299,8 @@ def judge(f: Figures, n_predict: int, tol: Tolerances, expected_model: str = "",
                        f"(need {math.ceil(tol.min_greedy_prefix * n_predict)})")
     if not f.compared:
         reasons.append("no position with log-probabilities from both to compare")
+    if f.withheld:
+        reasons.append(f"the node listed fewer log-probabilities than the reference at {f.withheld} position(s)")
     # `not (x >= bound)` also fails NaN.
     if not f.top1_agreement >= tol.min_top1_agreement:
         reasons.append(f"top-1 agreement {f.top1_agreement:.3f} < {tol.min_top1_agreement:g}")
@@ -298,6 +316,7 @@ def judge(f: Figures, n_predict: int, tol: Tolerances, expected_model: str = "",
 
 @dataclasses.dataclass(frozen=True)
 class Result:
+    tolerances: Tolerances
     challenge: Challenge
     verdict: str
     reasons: tuple[str, ...]
@@ -319,7 +338,7 @@ def probe(node_url: str, reference_url: str, vocab_size: int, certified_tokens_p
     try:
         node = query(node_url, challenge, time.monotonic() + deadline_s)
     except ProbeError as err:
-        return Result(challenge, FAILED, (str(err),), None, "", reference.digest, time.monotonic() - started)
+        return Result(tol, challenge, FAILED, (str(err),), None, "", reference.digest, time.monotonic() - started)
     f = figures(node, reference, certified_tokens_per_s)
     verdict, reasons = judge(f, challenge.n_predict, tol, expected_model, node.model)
-    return Result(challenge, verdict, tuple(reasons), f, node.digest, reference.digest, time.monotonic() - started)
+    return Result(tol, challenge, verdict, tuple(reasons), f, node.digest, reference.digest, time.monotonic() - started)

@@ -4,14 +4,22 @@ Each probe result becomes a ProbeRecord (proto/probe.proto) signed by the Tracke
 envelope (tools/policy/dsse.py, as certification records are). The log is one file of JSON lines,
 one envelope a line: record n has sequence n and names the sha256 of line n-1's envelope
 (dsse.envelope_digest), so a removed, reordered, edited or inserted line breaks the chain from there
-on. append() rewrites the file atomically (temp file, fsync, rename): a crash leaves the old log or
-the new one, never half a line. read() verifies every line (signature by a key it is given, schema,
-sequence, chain) and refuses the whole log on the first break: which suffix would be trustworthy?
+on. Beside it, <log>.head.dsse.json is the Tracker's signed statement of the log's last sequence and
+envelope digest: a log cut short (its last lines dropped) no longer reaches its head. append() holds
+an exclusive lock (<log>.lock) from reading the log to writing it, and rewrites the log and then its
+head atomically (temp file, fsync, rename): a crash leaves the old log or the new one, never half a
+line. read() verifies every line (signature by a key it is given, schema, sequence, chain) and the
+head, and refuses the whole log on the first break: which suffix would be trustworthy?
+
+What the head cannot show is a rollback of both files to an earlier state of the log; that needs
+the head published where the Tracker's readers see it (its record repository), not only beside the log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import pathlib
@@ -27,6 +35,7 @@ from tools.policy.errors import TrustError
 from tools.probe import probe
 
 PAYLOAD_TYPE = "application/vnd.lanes.probe-record.v1+json"
+HEAD_PAYLOAD_TYPE = "application/vnd.lanes.probe-log-head.v1+json"
 SCHEMA_VERSION = 1
 MAX_LOG_BYTES = 64 << 20
 
@@ -52,7 +61,10 @@ def make_record(result: probe.Result, node_id: str, lane_id: str, certification_
         challenge_digest=result.challenge.digest(), node_response_digest=result.node_digest,
         reference_response_digest=result.reference_digest, n_predict=result.challenge.n_predict,
         verdict=result.verdict, reasons=list(result.reasons), probed_at=probed_at,
-        seconds_to_verdict=result.seconds)
+        seconds_to_verdict=result.seconds, tol_max_abs_delta_logprob=result.tolerances.max_abs_delta_logprob,
+        tol_min_top1_agreement=result.tolerances.min_top1_agreement,
+        tol_min_greedy_prefix=result.tolerances.min_greedy_prefix,
+        tol_min_speed_fraction=result.tolerances.min_speed_fraction)
     if f is not None:
         rec.greedy_prefix, rec.compared_positions = f.greedy_prefix, f.compared
         # NaN (nothing compared) is kept out of the record: compared_positions 0 says it.
@@ -67,30 +79,70 @@ def _payload(rec: probe_pb2.ProbeRecord) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def append(log: pathlib.Path, rec: probe_pb2.ProbeRecord, key: Ed25519PrivateKey,
-           trusted: Mapping[str, Ed25519PublicKey]) -> VerifiedProbe:
-    """Chains `rec` after the log's last record (verified with `trusted` first), signs it with `key`
-    and writes the log with it; returns it as read() would."""
-    log = pathlib.Path(log)
-    existing = read(log, trusted) if log.exists() else []
-    lines = safe_io.read_regular_file(log, limit=MAX_LOG_BYTES).decode().splitlines() if existing else []
-    chained = probe_pb2.ProbeRecord()
-    chained.CopyFrom(rec)
-    chained.sequence = len(existing)
-    chained.previous_envelope_digest = existing[-1].digest if existing else ""
-    env = dsse.sign(PAYLOAD_TYPE, _payload(chained), key)
-    line = json.dumps(dsse.envelope_to_dict(env), sort_keys=True, separators=(",", ":"))
-    fd, tmp = tempfile.mkstemp(prefix=log.name + ".", suffix=".tmp", dir=log.parent)
+def head_path(log: pathlib.Path) -> pathlib.Path:
+    return pathlib.Path(log).with_name(pathlib.Path(log).name + ".head.dsse.json")
+
+
+@contextlib.contextmanager
+def _locked(log: pathlib.Path):
+    with open(pathlib.Path(log).with_name(pathlib.Path(log).name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _replace(path: pathlib.Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write("".join(x + "\n" for x in [*lines, line]))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, log)
+        os.replace(tmp, path)
     except BaseException:
         pathlib.Path(tmp).unlink(missing_ok=True)
         raise
-    return VerifiedProbe(chained, dsse.envelope_digest(env), tuple(dsse.verify(env, {dsse.keyid_for(key): key.public_key()})))
+
+
+def append(log: pathlib.Path, rec: probe_pb2.ProbeRecord, key: Ed25519PrivateKey,
+           trusted: Mapping[str, Ed25519PublicKey]) -> VerifiedProbe:
+    """Chains `rec` after the log's last record (the log verified with `trusted` first), signs it and a
+    new head with `key`, and writes both; returns the record as read() gives it. One writer at a time."""
+    log = pathlib.Path(log)
+    with _locked(log):
+        existing = read(log, trusted) if log.exists() else []
+        lines = safe_io.read_regular_file(log, limit=MAX_LOG_BYTES).decode().splitlines() if existing else []
+        chained = probe_pb2.ProbeRecord()
+        chained.CopyFrom(rec)
+        chained.sequence = len(existing)
+        chained.previous_envelope_digest = existing[-1].digest if existing else ""
+        env = dsse.sign(PAYLOAD_TYPE, _payload(chained), key)
+        line = json.dumps(dsse.envelope_to_dict(env), sort_keys=True, separators=(",", ":"))
+        digest = dsse.envelope_digest(env)
+        _replace(log, "".join(x + "\n" for x in [*lines, line]))
+        head = {"log": log.name, "sequence": chained.sequence, "envelope_digest": digest,
+                "written_at": timestamps.format_utc(timestamps.now())}
+        head_env = dsse.sign(HEAD_PAYLOAD_TYPE, json.dumps(head, sort_keys=True, separators=(",", ":")).encode(), key)
+        _replace(head_path(log), dsse.envelope_to_json(head_env))
+    return VerifiedProbe(chained, digest, (dsse.keyid_for(key),))
+
+
+def _verified_head(log: pathlib.Path, trusted: Mapping[str, Ed25519PublicKey]) -> dict:
+    path = head_path(log)
+    try:
+        env = dsse.envelope_from_json(safe_io.read_regular_file(path))
+        dsse.verify(env, trusted)
+    except (OSError, TrustError) as err:
+        raise ProbeLogError(f"{path}: the log's signed head is missing or does not verify ({err})") from err
+    if env.payload_type != HEAD_PAYLOAD_TYPE:
+        raise ProbeLogError(f"{path}: payload type {env.payload_type!r}, not a probe log head")
+    try:
+        head = json.loads(env.payload)
+        return {"sequence": int(head["sequence"]), "envelope_digest": str(head["envelope_digest"])}
+    except (ValueError, KeyError, TypeError) as err:
+        raise ProbeLogError(f"{path}: not a probe log head ({err})") from err
 
 
 def read(log: pathlib.Path, trusted: Mapping[str, Ed25519PublicKey]) -> list[VerifiedProbe]:
@@ -134,6 +186,12 @@ def read(log: pathlib.Path, trusted: Mapping[str, Ed25519PublicKey]) -> list[Ver
         except TrustError as err:
             raise ProbeLogError(f"{where}: {err}") from err
         out.append(VerifiedProbe(rec, dsse.envelope_digest(env), tuple(keyids)))
+    if out or head_path(log).exists():
+        head = _verified_head(log, trusted)
+        last = (out[-1].record.sequence, out[-1].digest) if out else (-1, "")
+        if last != (head["sequence"], head["envelope_digest"]):
+            raise ProbeLogError(f"{log}: ends at sequence {last[0]}, its signed head says {head['sequence']} "
+                                f"({head['envelope_digest'][:23]}): the log was cut short or replaced")
     return out
 
 

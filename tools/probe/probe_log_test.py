@@ -17,9 +17,9 @@ TRUSTED = {dsse.keyid_for(KEY): KEY.public_key()}
 
 def _result(verdict: str = probe.PASS) -> probe.Result:
     c = probe.Challenge(prompt_set_sha256="a" * 64, line=3, text="Once upon a time", nonce=(301, 402, 503, 604))
-    f = probe.Figures(greedy_prefix=16, compared=16, top1_agreement=1.0, max_abs_delta_logprob=0.0,
+    f = probe.Figures(greedy_prefix=16, compared=16, withheld=0, top1_agreement=1.0, max_abs_delta_logprob=0.0,
                       tokens_per_s=500.0, certified_tokens_per_s=100.0)
-    return probe.Result(c, verdict, () if verdict == probe.PASS else ("greedy continuation identical for 0 of 16",),
+    return probe.Result(probe.Tolerances(), c, verdict, () if verdict == probe.PASS else ("greedy continuation identical for 0 of 16",),
                         f, "sha256:" + "1" * 64, "sha256:" + "2" * 64, 0.05)
 
 
@@ -74,6 +74,29 @@ def test_an_edited_verdict_fails_its_signature(tmp_path):
         probe_log.read(log, TRUSTED)
 
 
+def test_a_log_cut_short_is_refused(tmp_path):
+    log = tmp_path / "probes.jsonl"
+    _append(log)
+    log.write_text("\n".join(_lines(log)[:2]) + "\n")
+    with pytest.raises(probe_log.ProbeLogError, match="ends at sequence 1, its signed head says 2"):
+        probe_log.read(log, TRUSTED)
+    probe_log.head_path(log).unlink()
+    with pytest.raises(probe_log.ProbeLogError, match="signed head is missing"):
+        probe_log.read(log, TRUSTED)
+
+
+def test_concurrent_appends_keep_every_record(tmp_path):
+    import threading
+    log = tmp_path / "probes.jsonl"
+    _append(log, 1)
+    threads = [threading.Thread(target=_append, args=(log, 2)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [v.record.sequence for v in probe_log.read(log, TRUSTED)] == list(range(9))
+
+
 def test_a_record_by_another_key_is_refused(tmp_path):
     log = tmp_path / "probes.jsonl"
     other = Ed25519PrivateKey.generate()
@@ -93,7 +116,7 @@ def test_a_half_written_line_is_refused(tmp_path):
 
 def test_a_failed_probe_keeps_its_reasons_and_no_nan(tmp_path):
     r = _result(probe.FAILED)
-    unjudged = probe.Result(r.challenge, probe.FAILED, ("no complete answer within the deadline",), None, "",
+    unjudged = probe.Result(r.tolerances, r.challenge, probe.FAILED, ("no complete answer within the deadline",), None, "",
                             r.reference_digest, 3.0)
     log = tmp_path / "probes.jsonl"
     v = probe_log.append(log, probe_log.make_record(unjudged, "n", "l", "r", "c" * 64, "2026-12-03T12:00:00Z"),

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from proto import certification_pb2, runner_report_pb2
 from tools.admission import admission
 from tools.certify import records, sample_reports
+from tools.runner.checks import corpus_parity
 
 
 def route_for(report, route_id: str = "r1"):
@@ -48,7 +49,7 @@ def compatibility_record(certs: Sequence[certification_pb2.CertificationRecord],
     rec.recipe.CopyFrom(recipe if recipe is not None else certs[0].recipe)
     # tools/compat's corpus comparison with the CPU lane, as a compatible measurement gives it.
     rec.corpus_parity.CopyFrom(certification_pb2.CompatibilityCorpus(
-        corpus_sha256="6" * 64, bounds="quantized", positions=4096, decisive_positions=2000, mean_kl=0.002,
+        corpus_sha256=corpus_parity.CORPUS_SHA256, bounds="quantized", positions=4096, decisive_positions=2000, mean_kl=0.002,
         p99_kl=0.02, top1_agreement_decisive=0.99, perplexity_ratio=1.001, route_perplexity=15.0, cpu_perplexity=14.99))
     if not rec.recipe.longest_sequence_tokens:
         # tools/compat states the longest sequence it compared; the sample routes ask for whole contexts.

@@ -8,6 +8,9 @@ slow: honest, SECONDS_PER_TOKEN per generated token.
 hang: reads the request and never answers.   trickle: sends one byte a second, forever.
 huge: an endless body.   malformed: not JSON.   too_many: one token more than asked.
 wrong_model: honest figures under another model name.
+withhold: honest tokens, log-probabilities for one position only (a single candidate at 0.0).
+negative_chunk: a chunked body whose first chunk size is "-6".   deep_json: 200000 nested arrays.
+huge_logprob: a log-prob of -10**400.   unicode_length: a Content-Length of "²".
 Prints "listening" once it accepts connections.
 """
 
@@ -34,6 +37,10 @@ def answer(request: dict) -> dict:
         top = [{"id": tok, "token": "x", "logprob": -0.2 - shift}]
         top += [{"id": tok + k, "token": "y", "logprob": -2.0 - k - shift} for k in range(1, int(request["n_probs"]))]
         tokens.append(tok)
+        if MODE == "withhold":
+            if i == 7:
+                probs.append({"id": tok, "logprob": 0.0, "top_logprobs": [{"id": tok, "logprob": 0.0}]})
+            continue
         probs.append(dict(top[0], top_logprobs=top))
     return {"content": "x" * n, "tokens": tokens, "completion_probabilities": probs,
             "model": "other.gguf" if MODE == "wrong_model" else "m.gguf", "stop": True}
@@ -60,6 +67,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body = json.dumps(FIRST["answer"]).encode()
         elif MODE == "malformed":
             body = b'{"tokens": [1, 2'
+        elif MODE == "deep_json":
+            body = b"[" * 200000
+        elif MODE == "huge_logprob":
+            doc = answer(request)
+            doc["completion_probabilities"][0]["top_logprobs"][0]["logprob"] = 10 ** 400
+            body = json.dumps(doc).encode().replace(str(10 ** 400).encode(), b"-" + str(10 ** 400).encode())
+        elif MODE == "negative_chunk":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-6\r\nabcdef\r\n0\r\n\r\n")
+            self.close_connection = True
+            return
+        elif MODE == "unicode_length":
+            self.wfile.write("HTTP/1.1 200 OK\r\nContent-Length: \u00b2\r\n\r\n{}".encode())
+            self.close_connection = True
+            return
         else:
             time.sleep(PER_TOKEN_S * int(request["n_predict"]))
             body = json.dumps(answer(request)).encode()
