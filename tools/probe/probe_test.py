@@ -5,6 +5,7 @@ deadline, and never holds the Tracker."""
 from __future__ import annotations
 
 import contextlib
+import json
 import pathlib
 import socket
 import subprocess
@@ -112,6 +113,51 @@ def test_a_misbehaving_node_fails_with_its_reason_within_the_deadline(reference,
 def test_an_unreachable_reference_is_the_trackers_error_not_the_nodes_verdict():
     with pytest.raises(probe.ProbeError, match="cannot connect"):
         _probe(f"http://127.0.0.1:{_port()}", f"http://127.0.0.1:{_port()}")
+
+
+def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    from absl import flags
+
+    from tools.probe import probe_cli
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["probe_cli", *argv])
+    code = probe_cli.main(["probe_cli"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_cli_takes_the_certified_speed_from_the_verified_record_and_logs_the_signed_probe(reference, tmp_path,
+                                                                                             capsys):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from tools.certify import records, sample_reports
+    from tools.policy import dsse, keys
+    from tools.policy import policy as policy_lib
+    from tools.probe import probe_log
+
+    issuer = Ed25519PrivateKey.generate()
+    report = sample_reports.make_report(tg_tokens_per_s=1.0)
+    rec = records.record_from_report(report, report.SerializeToString(), dsse.keyid_for(issuer), sample_reports.NOW, 30,
+                                     "test-policy")
+    (tmp_path / "r.dsse.json").write_text(dsse.envelope_to_json(records.sign_record(rec, issuer)))
+    (tmp_path / "policy.json").write_text(policy_lib.policy_to_json(sample_reports.make_policy(issuer)))
+    tracker = keys.generate("tracker", tmp_path / "keys")
+    common = [f"--reference={reference}", f"--vocab_size={VOCAB}", f"--record={tmp_path / 'r.dsse.json'}",
+              f"--policy={tmp_path / 'policy.json'}", "--model=m.gguf"]
+    log = tmp_path / "probes.jsonl"
+    with _node("honest") as url:
+        code, out, _ = _cli([f"--node={url}", *common, f"--log={log}", f"--tracker_key={tracker.private_key}",
+                             "--node_id=n1"], capsys)
+        assert code == 0, out
+        assert json.loads(out)["figures"]["certified_tokens_per_s"] == 1.0
+        logged = probe_log.read(log, {tracker.keyid: keys.load_public_key(tracker.public_pem)})
+        assert [(v.record.lane_id, v.record.certification_record_id, v.record.model_sha256) for v in logged] == [
+            (rec.scope.lane_id, rec.record_id, rec.model.sha256)]
+        code, _, err = _cli([f"--node={url}", *common, "--certified_tokens_per_s=999"], capsys)
+        assert code == 2 and "--certified_tokens_per_s=999.0 contradicts the record's 1.0" in err
+    with _node("perturbed") as url:
+        code, out, _ = _cli([f"--node={url}", *common], capsys)
+        assert code == 1 and json.loads(out)["verdict"] == probe.FAILED
 
 
 if __name__ == "__main__":
