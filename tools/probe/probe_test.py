@@ -106,6 +106,7 @@ def test_a_misbehaving_node_fails_with_its_reason_within_the_deadline(reference,
         started = time.monotonic()
         r = _probe(url, reference)
         took = time.monotonic() - started
+    print(f"| {mode} | {r.verdict} | {'; '.join(r.reasons)[:120]} | {took:.2f} s |")
     assert r.verdict == probe.FAILED and any(reason in x for x in r.reasons), r.reasons
     assert took < 2 * DEADLINE_S + 1.0
 
@@ -161,4 +162,4 @@ def test_the_cli_takes_the_certified_speed_from_the_verified_record_and_logs_the
 
 
 if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+    sys.exit(pytest.main([__file__, "-q", "-s", "-p", "no:cacheprovider"]))
