@@ -5,7 +5,9 @@ envelope (tools/policy/dsse.py, as certification records are). The log is one fi
 one envelope a line: record n has sequence n and names the sha256 of line n-1's envelope
 (dsse.envelope_digest), so a removed, reordered, edited or inserted line breaks the chain from there
 on. Beside it, <log>.head.dsse.json is the Tracker's signed statement of the log's last sequence and
-envelope digest: a log cut short (its last lines dropped) no longer reaches its head. append() holds
+envelope digest and of the RFC 9162 Merkle root over its lines (the transparency log's tree,
+tools/publish/translog.py, on pymerkle): a log cut short (its last lines dropped) no longer reaches
+its head, and a reader holding an earlier head can ask for a consistency proof. append() holds
 an exclusive lock (<log>.lock) from reading the log to writing it, and rewrites the log and then its
 head atomically (temp file, fsync, rename): a crash leaves the old log or the new one, never half a
 line. read() verifies every line (signature by a key it is given, schema, sequence, chain) and the
@@ -28,11 +30,13 @@ from collections.abc import Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from google.protobuf import json_format
+from pymerkle import InmemoryTree
 
 from proto import certification_pb2, probe_pb2
 from tools.policy import dsse, safe_io, timestamps
 from tools.policy.errors import TrustError
 from tools.probe import probe
+from tools.publish import translog
 
 PAYLOAD_TYPE = "application/vnd.lanes.probe-record.v1+json"
 HEAD_PAYLOAD_TYPE = "application/vnd.lanes.probe-log-head.v1+json"
@@ -79,6 +83,14 @@ def _payload(rec: probe_pb2.ProbeRecord) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def merkle_root(lines: list[str]) -> str:
+    """RFC 9162 root (hex) over the log's lines as leaves, as the transparency log computes its own."""
+    tree = InmemoryTree(algorithm="sha256")
+    for line in lines:
+        tree.append_entry(line.encode("utf-8"))
+    return translog.root_hex(tree)
+
+
 def head_path(log: pathlib.Path) -> pathlib.Path:
     return pathlib.Path(log).with_name(pathlib.Path(log).name + ".head.dsse.json")
 
@@ -123,6 +135,7 @@ def append(log: pathlib.Path, rec: probe_pb2.ProbeRecord, key: Ed25519PrivateKey
         digest = dsse.envelope_digest(env)
         _replace(log, "".join(x + "\n" for x in [*lines, line]))
         head = {"log": log.name, "sequence": chained.sequence, "envelope_digest": digest,
+                "tree_size": len(lines) + 1, "root_hash": merkle_root([*lines, line]),
                 "written_at": timestamps.format_utc(timestamps.now())}
         head_env = dsse.sign(HEAD_PAYLOAD_TYPE, json.dumps(head, sort_keys=True, separators=(",", ":")).encode(), key)
         _replace(head_path(log), dsse.envelope_to_json(head_env))
@@ -140,7 +153,8 @@ def _verified_head(log: pathlib.Path, trusted: Mapping[str, Ed25519PublicKey]) -
         raise ProbeLogError(f"{path}: payload type {env.payload_type!r}, not a probe log head")
     try:
         head = json.loads(env.payload)
-        return {"sequence": int(head["sequence"]), "envelope_digest": str(head["envelope_digest"])}
+        return {"sequence": int(head["sequence"]), "envelope_digest": str(head["envelope_digest"]),
+                "tree_size": int(head["tree_size"]), "root_hash": str(head["root_hash"])}
     except (ValueError, KeyError, TypeError) as err:
         raise ProbeLogError(f"{path}: not a probe log head ({err})") from err
 
@@ -192,6 +206,10 @@ def read(log: pathlib.Path, trusted: Mapping[str, Ed25519PublicKey]) -> list[Ver
         if last != (head["sequence"], head["envelope_digest"]):
             raise ProbeLogError(f"{log}: ends at sequence {last[0]}, its signed head says {head['sequence']} "
                                 f"({head['envelope_digest'][:23]}): the log was cut short or replaced")
+        lines = text.splitlines()
+        if (head["tree_size"], head["root_hash"]) != (len(lines), merkle_root(lines)):
+            raise ProbeLogError(f"{log}: its Merkle root over {len(lines)} lines is not the signed head's "
+                                f"({head['tree_size']} lines, root {head['root_hash'][:16]})")
     return out
 
 

@@ -85,6 +85,24 @@ def test_a_log_cut_short_is_refused(tmp_path):
         probe_log.read(log, TRUSTED)
 
 
+def test_the_head_states_the_transparency_logs_merkle_root(tmp_path):
+    from pymerkle import InmemoryTree, verify_consistency
+
+    log = tmp_path / "probes.jsonl"
+    _append(log, 2)
+    old_lines = _lines(log)
+    _append(log, 1)
+    lines = _lines(log)
+    assert probe_log.merkle_root(lines) != probe_log.merkle_root(old_lines)
+    # The earlier state is a prefix of the later one: RFC 9162 consistency holds between the roots.
+    tree = InmemoryTree(algorithm="sha256")
+    for line in lines:
+        tree.append_entry(line.encode())
+    proof = tree.prove_consistency(len(old_lines), len(lines))
+    verify_consistency(bytes.fromhex(probe_log.merkle_root(old_lines)), bytes.fromhex(probe_log.merkle_root(lines)),
+                       proof)
+
+
 def test_concurrent_appends_keep_every_record(tmp_path):
     import threading
     log = tmp_path / "probes.jsonl"
