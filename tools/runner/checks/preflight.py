@@ -199,6 +199,18 @@ def check_binaries(lane_dir, targets) -> list[str]:
     return problems
 
 
+def host_device_class(ctx: RunContext, step: Step) -> rpb.DeviceClass:
+    """This host's device class for the lane, as preflight reads it: the CPU baseline, then for an
+    accelerator lane the backend's device, driver and runtime (Unavailable when absent). A CPU lane's
+    ggml variant (compute_capability) is read later, from the lane's own binaries (detect_cpu_variant)."""
+    dc = check_cpu(ctx, step)
+    if ctx.lane.is_accelerator:
+        isa = list(dc.isa_features)
+        dc = BACKEND_CHECKS[backends.get(ctx.lane.backend).device_probe](ctx, step)
+        dc.isa_features.extend(isa)
+    return dc
+
+
 def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None = None) -> tuple[int, str]:
     cfg, lane = ctx.config, ctx.lane
     step.config("lane_id", lane.lane_id)  # what problems() judges the log against
@@ -208,12 +220,8 @@ def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None =
         check_leftovers(ctx, step)
         # The host first (UNAVAILABLE = cannot run here at all): the CPU baseline every x86_64 lane
         # is built for, then the backend's device, driver and runtime.
-        dc = check_cpu(ctx, step)
-        if lane.is_accelerator:
-            isa = list(dc.isa_features)
-            dc = BACKEND_CHECKS[backends.get(lane.backend).device_probe](ctx, step)
-            dc.isa_features.extend(isa)
-        ctx.device.CopyFrom(dc)
+        ctx.device.CopyFrom(host_device_class(ctx, step))
+        dc = ctx.device
         step.log(f"device class: {dc}".replace("\n", " "))
         # Then the inputs (FAIL = the lane or its inputs are broken).
         problems = check_binaries(cfg.lane_dir, lane.targets)
