@@ -21,6 +21,7 @@ from absl import app, flags
 from google.protobuf import json_format
 
 from proto import admission_pb2
+from tools.core.digest import sha256_file
 from tools.evidence import build_evidence
 from tools.policy.safe_io import escape
 from tools.runner import lane_spec
@@ -28,7 +29,6 @@ from tools.runner.checks import artifact_integrity, preflight
 from tools.runner.checks.preflight_devices import Unavailable, detect_cpu_variant
 from tools.runner.config import RunnerConfig
 from tools.runner.context import RunContext
-from tools.core.digest import sha256_file
 from tools.runner.steps import Step
 
 flags.DEFINE_string("lane", None, "Lane id or alias (e.g. linux-x86_64-cpu or cpu).")

@@ -10,6 +10,7 @@ refused here first. A report is never signed on its own word.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import pathlib
 from collections.abc import Callable
 
@@ -209,10 +210,17 @@ def export_intoto(
     out_path: pathlib.Path | str | None = None,
     key_path: pathlib.Path | str | None = None,
     now: dt.datetime | None = None,
+    predicate: str = "lanes",
 ) -> str:
-    """In-toto Statement v1 JSON of a verified record; with key_path, a signed DSSE envelope of it."""
+    """In-toto Statement v1 JSON of a verified record, with the project's predicate ("lanes") or as
+    an in-toto test result ("test_result"); with key_path, a signed DSSE envelope of it."""
     rec = verify(record_path, policy_path, now)
-    text = dsse.envelope_to_json(intoto.sign_statement(rec, keys.load_private_key(key_path))) if key_path else intoto.statement_json(rec)
+    build = {"lanes": intoto.statement, "test_result": intoto.test_result_statement}[predicate]
+    if key_path:
+        payload = json.dumps(build(rec), sort_keys=True, separators=(",", ":")).encode()
+        text = dsse.envelope_to_json(dsse.sign(intoto.INTOTO_PAYLOAD_TYPE, payload, keys.load_private_key(key_path)))
+    else:
+        text = json.dumps(build(rec), sort_keys=True, indent=2) + "\n"
     if out_path:
         _write_atomically(pathlib.Path(out_path), text)
     return text

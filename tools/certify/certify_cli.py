@@ -35,6 +35,9 @@ flags.DEFINE_string("compat", "", "sign_compat: CompatibilityRecord as JSON (iss
 flags.DEFINE_string("record", "", "verify/intoto: record envelope (.dsse.json).")
 flags.DEFINE_string("out_dir", "records", "sign/sign_compat: where records are written.")
 flags.DEFINE_string("out", "", "intoto: statement output (default: stdout).")
+flags.DEFINE_enum("predicate", "lanes", ["lanes", "test_result"], "intoto: the project's predicate "
+                  "(https://lanes.dev/certification/v1) or the standard in-toto test result (v0.1), which carries "
+                  "the record.")
 flags.DEFINE_integer("validity_days", 30, "sign/sign_compat: days until the record expires.")
 
 
@@ -55,7 +58,8 @@ def main(argv: list[str]) -> None:
             print(json_format.MessageToJson(certify.verify(FLAGS.record, FLAGS.policy), preserving_proto_field_name=True,
                                             sort_keys=True))
         elif FLAGS.mode == "intoto":
-            text = certify.export_intoto(FLAGS.record, FLAGS.policy, FLAGS.out or None, FLAGS.key or None)
+            text = certify.export_intoto(FLAGS.record, FLAGS.policy, FLAGS.out or None, FLAGS.key or None,
+                                         predicate=FLAGS.predicate)
             print(FLAGS.out if FLAGS.out else text, end="\n" if FLAGS.out else "")
     except TrustError as err:
         print(f"{err.code}: {safe_io.escape(err)}", file=sys.stderr)
