@@ -50,11 +50,14 @@ import os, struct, sys
 a = sys.argv[1:]
 val = lambda f: a[a.index(f) + 1] if f in a else None
 n_ctx, n_chunk, n_vocab = int(val("-c")), int(val("--chunks")), 8
-if val("-rpc"):
-    for i, endpoint in enumerate(val("-rpc").split(",")):
+if "-rpc" in a:  # as upstream's common argument parser: --rpc only (seen on the H200)
+    print("error: invalid argument: -rpc", file=sys.stderr)
+    sys.exit(1)
+if val("--rpc"):
+    for i, endpoint in enumerate(val("--rpc").split(",")):
         print(f"load_tensors: RPC{i}[{endpoint}] model buffer size =     2.00 MiB")
         print(f"llama_kv_cache: layer   {i}: dev = RPC{i}")
-drift = val("-rpc") and os.path.exists(os.path.join(os.path.dirname(sys.argv[0]), "diverge_corpus"))
+drift = val("--rpc") and os.path.exists(os.path.join(os.path.dirname(sys.argv[0]), "diverge_corpus"))
 scale = 16.0 / 65535.0
 with open(val("--kl-divergence-base"), "wb") as f:
     f.write(b"_logits_" + struct.pack("<iii", n_ctx, n_vocab, n_chunk))

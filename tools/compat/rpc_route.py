@@ -309,7 +309,8 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                 step.log(f"# exit {proc.returncode} after {time.monotonic() - started:.2f}s")
                 if proc.returncode != 0:
                     raise RouteError(f"llama-completion for {who}, prompt {i}, exited {exits.describe(proc.returncode)} (see {step.log_path})")
-        route_argvs.append(_corpus_comparison(step, client_lane.lane_dir, route_args, cpu_lane_dir, model, logs,
+        # llama-perplexity takes common's spelling (--rpc, --device); only llama-logits also takes -rpc.
+        route_argvs.append(_corpus_comparison(step, client_lane.lane_dir, greedy_route, cpu_lane_dir, model, logs,
                                               threads, timeout_s, flags, out_dir))
         # The tool's own file, not a log line a lane's output could repeat: recompute reads it there.
         recipe = recipe_from_argv(route_argvs)
@@ -510,7 +511,7 @@ def recompute(out_dir: pathlib.Path) -> dict:
     # The route really split its layers: every RPC device got model weights, in every route run.
     split_runs = []
     for cmd in log_blocks.commands(text):
-        if "-rpc" in cmd.argv:  # llama-logits route runs (llama.cpp's own log lists every weight buffer)
+        if _lists_device_buffers(cmd.argv):  # llama.cpp's own log lists every weight buffer
             devices = {m.group(1) for m in _RPC_BUFFER.finditer(cmd.output) if float(m.group(2)) > 0}
             split_runs.append(sorted(devices))
     n_servers = len(list(logs.glob("rpc.*.log")))
@@ -620,9 +621,16 @@ def _same_nonempty(a: pathlib.Path, b: pathlib.Path) -> bool:
 _KV_LAYER = re.compile(r"llama_kv_cache: layer +\d+: dev = (RPC\d+)")
 
 
+def _lists_device_buffers(argv: list[str]) -> bool:
+    """A route run whose log is read for its weight buffers and KV layers per RPC device: llama-logits
+    and llama-perplexity (llama-completion's output is the text compared, not its log)."""
+    return is_route_command(argv) and bool(argv) and pathlib.PurePath(argv[0]).name in (
+        "llama-logits", "llama-perplexity")
+
+
 def _kv_devices_per_route_run(text: str) -> list[set[str]]:
     return [{m.group(1) for m in _KV_LAYER.finditer(cmd.output)}
-            for cmd in log_blocks.commands(text) if "-rpc" in cmd.argv]
+            for cmd in log_blocks.commands(text) if _lists_device_buffers(cmd.argv)]
 
 
 def _judge(c: dict, tol: dict) -> list[str]:

@@ -90,24 +90,9 @@ for model in "$@"; do
   cp -r "$work/run-$stem" "/tmp/lanes-stash/cuda-run-$stem"
 done
 [ -n "${KILL_DURING:-}" ] && gpu_state "after the certification run" >> "$out/kill_test.txt"
-# KL_PROBE="MODEL ...": where a model's parity fails, which kernel path moves it. Each model's corpus
-# KL-divergence of the CUDA lane against the CPU lane (llama-perplexity, corpus_parity's chunks),
-# with flash attention on and off and with 8-token micro-batches (ggml-cuda's mat-vec kernels
-# instead of MMQ). Diagnosis only: nothing here is certification evidence.
+# KL_PROBE="MODEL ...": where a model's parity fails, which kernel path moves it (diagnosis only).
 if [ -n "${KL_PROBE:-}" ]; then
-  corpus="$repo/third_party/corpus/gnu-gpl-3-and-2.txt"
-  for model in $KL_PROBE; do
-    base="$work/kl-$(basename "$model" .gguf).base"
-    ppl=(-m "$model" -f "$corpus" -c 258 -b 258 --chunks 32 -t "$(nproc)")
-    { echo "# $(basename "$model"): CPU lane base"
-      "$work/lanes/cpu/bin/llama-perplexity" "${ppl[@]}" -fa on --kl-divergence-base "$base" 2>&1 | grep -E "^Final estimate|PPL over"
-      for variant in "-fa on" "-fa off" "-fa on -ub 8"; do
-        echo "# CUDA lane $variant"
-        # shellcheck disable=SC2086
-        "$work/lanes/cuda/bin/llama-perplexity" "${ppl[@]}" -ngl 99 $variant --kl-divergence-base "$base" --kl-divergence 2>&1 \
-          | grep -E "^Mean +KLD|^99.0% +KLD|^Maximum KLD|^Same top p|^Mean +PPL\(Q\)|^Mean +PPL\(base\)"
-      done; } 2>&1 | tee -a "$out/kl_probe.txt"
-    rm -f "$base"
-  done
+  # shellcheck disable=SC2086
+  bash "$repo/tools/device/kl_probe_remote.sh" "$carry" "$out/kl_probe.txt" $KL_PROBE || true
 fi
 exit "$overall"

@@ -22,8 +22,9 @@ set -euo pipefail
 if [ "${DETACH:-0}" = 1 ]; then
   stash=/tmp/lanes-stash/vulkan-detached
   rm -rf "$stash"; mkdir -p "$stash"
-  DETACH=0 setsid nohup bash -c 'bash "$0" "$1" "$2" "$3"; echo "detached run exit status $?"' \
-    "$0" "$1" "$2" "$stash/out" > "$stash/console.txt" 2>&1 < /dev/null &
+  DETACH=0 setsid nohup bash -c 'script=$0 carry=$1 vcarry=$2 out=$3; shift 3
+    bash "$script" "$carry" "$vcarry" "$out" "$@"; echo "detached run exit status $?"' \
+    "$0" "$1" "$2" "$stash/out" "${@:4}" > "$stash/console.txt" 2>&1 < /dev/null &
   echo "detached: pid $!, console $stash/console.txt"
   exit 0
 fi
@@ -51,8 +52,15 @@ if [ -d "$vcarry/gl" ] && ! ldconfig -p | grep -q libGLdispatch; then
 fi
 [ -f /usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json ] && \
   export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+# Lane processes get no LD_LIBRARY_PATH (the runner's clean environment): the lanes find the loader
+# the way the system does. A host without one gets the pinned loader in / (root-owned, in ldconfig's
+# cache), as with glvnd above.
+if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
+  for deb in "$vcarry"/debs/libvulkan1_*.deb; do dpkg -x "$deb" /; done; ldconfig
+fi
 loader_dir="$work/vkroot/usr/lib/x86_64-linux-gnu"
 test -e "$loader_dir/libvulkan.so.1"
+ldconfig -p | grep 'libvulkan.so.1 ' || { echo "the Vulkan loader is not in the system's loader cache" >&2; exit 2; }
 
 # The GPU driver's ICD manifest: the NVIDIA driver's own directory first (its manifest names the
 # library the driver installed), then the standard loader directories; a manifest whose library the

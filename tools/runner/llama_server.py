@@ -154,17 +154,22 @@ class LlamaServer:
         roots = loaded_libraries.sdk_roots(self.ctx.lane.is_accelerator)
         cache = loaded_libraries.loader_cache_files()
         try:
+            # Without the cache first, to log what the cache alone let through.
             mapped = loaded_libraries.foreign_libraries(self.proc.pid, self.ctx.config.lane_dir, roots)
+            foreign = loaded_libraries.foreign_libraries(self.proc.pid, self.ctx.config.lane_dir, roots, cache)
         except OSError as err:
-            mapped = [f"(/proc/{self.proc.pid}/maps unreadable: {err.strerror})"]
+            mapped = foreign = [f"(/proc/{self.proc.pid}/maps unreadable: {err.strerror})"]
         # A lane directory of links (Bazel's runfiles) maps its files by their targets: those are its own.
         own = {os.path.realpath(p) for p in lane_files.files(self.ctx.config.lane_dir)}
         mapped = [f for f in mapped if os.path.realpath(f) not in own]
+        foreign = [f for f in foreign if os.path.realpath(f) not in own]
         by_cache = [f for f in mapped if os.path.realpath(f) in cache]
-        foreign = [f for f in mapped if f not in by_cache]
         if by_cache:
             self.step.log(f"# llama-server pid {self.proc.pid}: from the system loader's cache (ldconfig -p): "
                           f"{', '.join(by_cache)}")
+        if loaded_libraries.DRIVER_MEMFD in mapped and loaded_libraries.DRIVER_MEMFD not in foreign:
+            self.step.log(f"# llama-server pid {self.proc.pid}: {loaded_libraries.DRIVER_MEMFD} accepted: "
+                          "the NVIDIA GL driver's dispatch memory, beside its library from the system")
         self.step.log(f"# llama-server pid {self.proc.pid}: {len(foreign)} mapped librar(ies) from outside the lane, "
                       "the system library dirs and the SDK" + (f": {', '.join(foreign)}" if foreign else ""))
         if foreign:

@@ -18,6 +18,12 @@ _DELETED = " (deleted)"
 # `\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1` in `ldconfig -p`.
 _CACHE_ENTRY = re.compile(r"^\t\S+ \([^)]*\) => (?P<path>/\S+)$")
 _MAX_CACHE_LISTING = 4 << 20
+# NVIDIA's GL/Vulkan driver (the Vulkan ICD libGLX_nvidia with libnvidia-glcore) writes dispatch stubs
+# it generates into an anonymous memfd named ".glXXXXXX" and maps it executable. No file backs it that
+# anyone could swap, and only code already in the process can make it; it is accepted only where the
+# driver library that makes it is mapped from the system (root-controlled), and listed in the log.
+DRIVER_MEMFD = "/memfd:/.glXXXXXX (deleted)"
+_DRIVER_MEMFD_MAKERS = re.compile(r"^lib(?:nvidia-glcore|GLX_nvidia)\.so\.[0-9.]+$")
 
 
 def sdk_roots(is_accelerator: bool) -> list[str]:
@@ -100,7 +106,7 @@ def foreign_libraries(pid: int, lane_dir: str | os.PathLike, allowed_roots: tupl
     (SYSTEM_LIBRARY_ROOTS), `allowed_roots` (SDK roots, e.g. the CUDA toolkit) and `system_files`
     (real paths the system loader's cache lists, loader_cache_files()): sorted, each once.
     A mapping of a deleted file (`... (deleted)`, including memfd:) is foreign wherever it was: what
-    it was can no longer be checked. Raises OSError when /proc/<pid>/maps cannot be read."""
+    it was can no longer be checked; DRIVER_MEMFD alone is not, beside its maker from the system. Raises OSError when /proc/<pid>/maps cannot be read."""
     roots = [_real(lane_dir)] + [_real(r) for r in (*SYSTEM_LIBRARY_ROOTS, *allowed_roots)]
     roots += list(SYSTEM_LIBRARY_ROOTS)  # /lib may be a link to /usr/lib: both spellings
     try:
@@ -108,6 +114,7 @@ def foreign_libraries(pid: int, lane_dir: str | os.PathLike, allowed_roots: tupl
     except OSError:
         exe = None
     found: set[str] = set()
+    maker_mapped = False
     for path, executable in mapped_files(pid):
         if not _is_library(path, executable):
             continue
@@ -118,6 +125,10 @@ def foreign_libraries(pid: int, lane_dir: str | os.PathLike, allowed_roots: tupl
             continue
         if not _under(_real(path), roots) and _real(path) not in system_files:
             found.add(path)
+        elif _DRIVER_MEMFD_MAKERS.match(path.rsplit("/", 1)[-1]) and root_controlled(_real(path)):
+            maker_mapped = True
+    if maker_mapped:
+        found.discard(DRIVER_MEMFD)
     return sorted(found)
 
 

@@ -16,9 +16,14 @@ from tools.runner.testing import fake_lane
 
 # Maps each file named on the command line (as the loader maps a library), then waits.
 MAPPER = textwrap.dedent("""
-    import mmap, sys, time
+    import mmap, os, sys, time
     maps = []
     for name in sys.argv[1:]:
+        if name.startswith("memfd:"):  # an executable anonymous memfd, as NVIDIA's GL driver makes
+            fd = os.memfd_create(name[len("memfd:"):])
+            os.ftruncate(fd, 4096)
+            maps.append(mmap.mmap(fd, 4096, prot=mmap.PROT_READ | mmap.PROT_EXEC))
+            continue
         f = open(name, "rb")
         maps.append(mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ))
     print("ready", flush=True)
@@ -114,6 +119,29 @@ def test_a_deleted_library_is_foreign_even_inside_the_lane(tmp_path, mapper):
     pid = mapper(lib)
     lib.unlink()
     assert loaded_libraries.foreign_libraries(pid, lane, (sys.base_prefix, sys.prefix)) == [f"{lib} (deleted)"]
+
+
+def test_the_nvidia_gl_memfd_is_accepted_only_beside_its_maker_from_the_system(tmp_path, mapper):
+    """NVIDIA's Vulkan ICD maps an executable memfd ".glXXXXXX" (seen on the H200 host); it is not
+    foreign where libnvidia-glcore is mapped from a root-controlled system file, and is otherwise;
+    a memfd of any other name stays foreign beside the driver."""
+    if os.geteuid() != 0:
+        pytest.skip("the driver stand-in must be root's, as a cache-listed file has to be")
+    lane = tmp_path / "lane"
+    own = _lib(lane / "lib" / "libggml.so.0")
+    glcore = _lib(tmp_path / "nvidia" / "lib64" / "libnvidia-glcore.so.580.95.05")
+    listing = f"1 libs found in cache `/etc/ld.so.cache'\n\tlibnvidia-glcore.so.580.95.05 (libc6,x86-64) => {glcore}\n"
+    cache = loaded_libraries.loader_cache_files(listing)
+    roots = (sys.base_prefix, sys.prefix)
+    memfd = loaded_libraries.DRIVER_MEMFD
+    assert loaded_libraries.foreign_libraries(mapper(own, glcore, "memfd:/.glXXXXXX"), lane, roots, cache) == []
+    # Without the driver, or with the driver from outside the system, the memfd is foreign.
+    assert loaded_libraries.foreign_libraries(mapper(own, "memfd:/.glXXXXXX"), lane, roots, cache) == [memfd]
+    assert loaded_libraries.foreign_libraries(mapper(own, glcore, "memfd:/.glXXXXXX"), lane, roots) == sorted(
+        [str(glcore), memfd])
+    # Another memfd name beside the driver stays foreign.
+    assert loaded_libraries.foreign_libraries(mapper(own, glcore, "memfd:payload"), lane, roots, cache) == [
+        "/memfd:payload (deleted)"]
 
 
 def test_a_gone_process_raises():

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Diagnosis on a GPU host, never certification evidence: where a model's corpus parity between the
+# CUDA lane and the CPU lane fails, which kernel path moves it. Upstream's llama-perplexity
+# --kl-divergence over corpus_parity's chunks (258-token context, 32 chunks), against a CPU-lane base
+# with the recipe corpus_parity runs (-fa auto) and one with flash attention off; variants: the CPU
+# lane with flash attention off, the CUDA lane as certified, with flash attention off, and with
+# 8-token micro-batches (ggml-cuda's mat-vec kernels instead of MMQ).
+#   usage: kl_probe_remote.sh CARRY_DIR OUT_FILE MODEL.gguf ...
+set -uo pipefail
+carry=$(cd "$1" && pwd); out=$2; shift 2
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d /tmp/lanes-klprobe.XXXXXX)
+# shellcheck source=tools/device/remote_setup.sh
+source "$repo/tools/device/remote_setup.sh"
+mkdir -p "$work/lanes"
+tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes" && tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes" || exit 2
+lanes_remote_cuda_libs "$work/lanes/cuda"
+corpus="$repo/third_party/corpus/gnu-gpl-3-and-2.txt"
+
+figures() {  # the KL summary of one llama-perplexity run, or its output's tail when it printed none
+  local log=$1
+  if ! grep -E "^Final estimate|^Mean +KLD|^99.0% +KLD|^Maximum KLD|^Same top p|^Mean +PPL\(Q\)|^Mean +PPL\(base\)" "$log"; then
+    echo "no figures; the run's last lines:"; tail -n 8 "$log"
+  fi
+}
+
+for model in "$@"; do
+  ppl=(-m "$model" -f "$corpus" -c 258 -b 258 --chunks 32 -t "$(nproc)")
+  for base_fa in auto off; do
+    base="$work/base-$base_fa"
+    echo "# $(basename "$model"): base = CPU lane -fa $base_fa"
+    "$work/lanes/cpu/bin/llama-perplexity" "${ppl[@]}" -fa "$base_fa" --kl-divergence-base "$base" > "$work/log" 2>&1
+    figures "$work/log"
+    variants=("cuda:-fa off")
+    [ "$base_fa" = auto ] && variants=("cpu:-fa off" "cuda:-fa auto" "cuda:-fa off" "cuda:-fa auto -ub 8")
+    for variant in "${variants[@]}"; do
+      lane=${variant%%:*} flags=${variant#*:}
+      echo "## vs $lane lane $flags"
+      gpu=(); [ "$lane" = cuda ] && gpu=(-ngl 99)
+      # shellcheck disable=SC2086
+      "$work/lanes/$lane/bin/llama-perplexity" "${ppl[@]}" "${gpu[@]}" $flags --kl-divergence-base "$base" \
+        --kl-divergence > "$work/log" 2>&1
+      figures "$work/log"
+    done
+    rm -f "$base"
+  done
+done 2>&1 | tee -a "$out"
+rm -rf "$work"
