@@ -4,13 +4,14 @@ counted; malformed /proc entries are skipped; the figures are re-derived from pr
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 
 import pytest
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import host_load, log_blocks, strictness
+from tools.runner import checks, host_load, log_blocks, strictness
 from tools.runner.checks import preflight
 from tools.runner.checks.preflight_devices import Failed
 from tools.runner.config import RunnerConfig
@@ -44,6 +45,14 @@ def fake_proc(root: pathlib.Path, procs: dict[int, tuple[str, str, int, dict[int
 IDLE = {1: ("init", "S", 0, {}), 50: ("sshd", "S", 1, {}), RUNNER: ("python3", "R", 1, {1001: "R"}),
         1100: ("llama-bench", "R", RUNNER, {1101: "R"}), 1200: ("sh", "S", RUNNER, {}),
         1201: ("daemon", "R", 1200, {})}  # the runner's grandchild: still the run's own
+
+
+def as_runner(procs: dict, pid: int) -> dict:
+    """procs with the fake runner's pid replaced by `pid` (this process: the runner of a real step)."""
+    assert pid not in procs, "the fake tree already uses this test's pid"
+    def fix(p):
+        return pid if p == RUNNER else p
+    return {fix(k): (c, st, fix(pp), t) for k, (c, st, pp, t) in procs.items()}
 
 
 def measure(root, cpus=2):
@@ -122,11 +131,10 @@ def _ctx(tmp_path, **over):
     return RunContext(config=cfg, lane=lane, logs_dir=tmp_path / "logs", scratch_dir=tmp_path / "s")
 
 
-def test_preflight_step_records_the_figures_and_fails_a_busy_host(tmp_path, monkeypatch):
-    monkeypatch.setattr(host_load.os, "getpid", lambda: RUNNER)
+def test_preflight_step_records_the_figures_and_fails_a_busy_host(tmp_path):
     procs = dict(IDLE)
     procs.update({2000 + i: ("burn", "R", 1, {}) for i in range(3)})
-    busy = fake_proc(tmp_path / "busy", procs, "2.90 1.20 0.60 5/210 999\n")
+    busy = fake_proc(tmp_path / "busy", as_runner(procs, os.getpid()), "2.90 1.20 0.60 5/210 999\n")
     ctx = _ctx(tmp_path)
     step = Step("preflight", ctx.logs_dir, ProcessTracker())
     with host_load.reading(host_load.ProcFS(busy, cpu_count=2)), pytest.raises(Failed) as failed:
@@ -146,14 +154,39 @@ def test_preflight_step_records_the_figures_and_fails_a_busy_host(tmp_path, monk
     assert config["host_max_runnable_per_cpu"] == "0.25"
 
 
-def test_preflight_step_passes_an_idle_host(tmp_path, monkeypatch):
-    monkeypatch.setattr(host_load.os, "getpid", lambda: RUNNER)
+def test_preflight_step_passes_an_idle_host(tmp_path):
     ctx = _ctx(tmp_path)
     step = Step("preflight", ctx.logs_dir, ProcessTracker())
-    with host_load.reading(host_load.ProcFS(fake_proc(tmp_path / "idle", IDLE), cpu_count=2)):
+    with host_load.reading(host_load.ProcFS(fake_proc(tmp_path / "idle", as_runner(IDLE, os.getpid())), cpu_count=2)):
         preflight.check_host_load(ctx, step)
     assert preflight.recompute(ctx.logs_dir)[0]["host_runnable_others"] == 0
     assert not [p for p in preflight.problems(ctx.logs_dir, ctx.lane) if "host" in p]
+
+
+def test_the_runner_stops_at_a_busy_host_and_reports_its_load(tmp_path):
+    """The whole runner over the fake lane: a busy host fails preflight before any step times the
+    lane, and the report carries the figures; on an idle host preflight passes with them."""
+    from tools.runner.testing import fake_lane
+    lane_dir, evidence, model = fake_lane.make_inputs(tmp_path)
+    procs = dict(IDLE)
+    procs.update({2000 + i: ("burn", "R", 1, {}) for i in range(3)})
+    busy = fake_proc(tmp_path / "busy", as_runner(procs, os.getpid()), "2.90 1.20 0.60 5/210 999\n")
+    with host_load.reading(host_load.ProcFS(busy, cpu_count=2)):
+        report, code = fake_lane.run(fake_lane.config(tmp_path / "b", lane_dir, evidence, model))
+    pre = report.checks[0]
+    assert code == 1 and report.status == rpb.RunnerReport.FAIL and pre.name == "preflight"
+    assert pre.status == rpb.CheckResult.FAIL and pre.message.startswith("host busy: 3 runnable processes/threads")
+    assert all(c.status == rpb.CheckResult.SKIPPED and c.message == "not run: preflight FAIL" for c in report.checks[1:])
+    assert list(report.host.load.runnable_others_samples) == [3] * 5 and report.host.load.cpu_count == 2
+    assert report.host.load.loadavg_1m == 2.9 and report.host.load.max_runnable_per_cpu == 0.25
+    idle = fake_proc(tmp_path / "idle", as_runner(IDLE, os.getpid()))
+    with host_load.reading(host_load.ProcFS(idle, cpu_count=2)):
+        report, _ = fake_lane.run(fake_lane.config(tmp_path / "i", lane_dir, evidence, model,
+                                                   skip=tuple(checks.names()[1:])))
+    pre = report.checks[0]
+    assert pre.status == rpb.CheckResult.PASS, pre.message
+    assert "host: 0 runnable task(s) besides this run on 2 CPUs, load average 0.05" in pre.message
+    assert pre.counts["host_runnable_others"] == 0 and list(report.host.load.runnable_others_samples) == [0] * 5
 
 
 def test_loosening_the_limit_makes_the_run_non_recordable_and_tightening_does_not(tmp_path):
@@ -177,7 +210,6 @@ def test_a_current_run_without_host_load_figures_does_not_pass_but_an_older_one_
 
 
 def test_the_real_proc_counts_a_spinning_process_outside_the_run_only():
-    import os
     import subprocess
     import time
     burner = subprocess.Popen([sys.executable, "-c", "while 1: pass"])
