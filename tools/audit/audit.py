@@ -11,7 +11,7 @@ those. audit_run() checks, failing closed:
   (d) every check's PASS/FAIL is its problems(logs_dir)'s, which checks are required comes from the
       lane spec and the policy (never from the report's `required`), and status and pass_recordable
       follow from those; every check of the registry is reported once;
-  (e) the recipe, device class, model and artifacts are recomputed from the raw files (and the
+  (e) the recipe, device class, host load, model and artifacts are recomputed from the raw files (and the
       artifact step's bindings from build_evidence.pb), and every raw file a step declares (its .log,
       .exit, the files its log names) is digested and present.
 Anything that cannot be verified (no recompute or problems() for a check, one that raises, a lane
@@ -54,7 +54,7 @@ Recompute = Callable[[pathlib.Path], tuple[dict[str, int], dict[str, float]]]
 @dataclasses.dataclass(frozen=True)
 class Finding:
     kind: str        # digest | undigested | raw-file | twin | build-evidence | recompute | figure | verdict |
-                     # required | recipe | device-class | model | artifacts | readme | report
+                     # required | recipe | device-class | host-load | model | artifacts | readme | report
     where: str       # check name or file path
     key: str = ""    # figure key, for kind "figure"
     reported: str = ""
@@ -454,6 +454,10 @@ def _check_run_facts(run_dir: pathlib.Path, report: rpb.RunnerReport, logs_dir: 
     if dc != report.device_class:
         result.findings.append(Finding("device-class", "report.device_class", detail=f"report {_one_line(report.device_class)}, "
                                        f"preflight.log gives {_one_line(dc) or '(none)'}"))
+    load = preflight.host_load_from_logs(logs_dir)
+    if load != report.host.load:
+        result.findings.append(Finding("host-load", "report.host.load", detail=f"report {_one_line(report.host.load) or '(none)'}, "
+                                       f"preflight.config.json gives {_one_line(load) or '(none)'}"))
     model = preflight.model_from_logs(logs_dir)
     if report.HasField("model") and (model is None or model != (report.model.sha256, report.model.size)):
         result.findings.append(Finding("model", "report.model", detail=f"report sha256 {report.model.sha256} size "

@@ -21,7 +21,7 @@ from tools.runner import challenge as challenge_lib
 from tools.runner import checks, lane_files, log_blocks, run_lock, strictness
 from tools.runner import recipe as recipe_lib
 from tools.runner import report as report_lib
-from tools.runner.checks import cleanup
+from tools.runner.checks import cleanup, preflight
 from tools.runner.checks.base import Check
 from tools.runner.checks.graph_smoke import DEFAULT_KV_TYPES
 from tools.runner.config import RunnerConfig
@@ -30,7 +30,7 @@ from tools.runner.lane_spec import LaneSpecError, load_lane
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
-RUNNER_VERSION = "lanes-runner 0.6.0"
+RUNNER_VERSION = "lanes-runner 0.7.0"
 
 EXIT_OK = 0
 EXIT_FAIL, EXIT_UNAVAILABLE = errors.EXIT_FAILURE, errors.EXIT_UNAVAILABLE
@@ -73,6 +73,8 @@ def _finish_report(report: rpb.RunnerReport, ctx: RunContext | None, config: Run
         report.build_evidence_digest = build_evidence.evidence_digest(config.evidence)
     if ctx is not None:
         report.device_class.CopyFrom(ctx.device)
+        # Preflight's host load, from its step config (what the audit re-derives it from).
+        report.host.load.CopyFrom(preflight.host_load_from_logs(ctx.logs_dir))
         report.reference_lane_evidence_digest = ctx.reference_evidence_digest
         if ctx.evidence is not None:
             report.upstream_commit = ctx.evidence.upstream.commit

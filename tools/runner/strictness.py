@@ -34,6 +34,7 @@ BOUNDS: dict[str, str] = {
     "min_speedup_roofline_tg": "min",
     "min_tg_model_roofline_fraction": "min",
     "n_predict": "min",
+    "host_max_runnable_per_cpu": "max",
 }
 
 # Words that mark an option as a bound; tests/strictness_test checks each such option is in BOUNDS.

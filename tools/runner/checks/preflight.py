@@ -12,13 +12,14 @@ import os
 import pathlib
 import re
 import shutil
+import statistics
 import time
 
 from google.protobuf import text_format
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
-from tools.runner import backends, lane_files, log_blocks, model_file, run_lock
+from tools.runner import backends, host_load, lane_files, log_blocks, model_file, run_lock
 from tools.runner.checks.base import Check, option
 from tools.runner.checks.preflight_devices import (
     BACKEND_CHECKS,
@@ -35,6 +36,8 @@ from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
+# Runs made by an older runner did not measure the host's load: not judged on its absence.
+HOST_LOAD_SINCE = (0, 7, 0)
 
 
 def _take_device_lock(lane_id: str, path: pathlib.Path) -> int:
@@ -114,6 +117,69 @@ def _reap_previous(ctx: RunContext, step: Step, path: pathlib.Path) -> None:
         step.log(f"leftover: {line}")
 
 
+def check_host_load(ctx: RunContext, step: Step) -> None:
+    """Issue 28: a busy host fails preflight, before any step times the lane (host_load.py says what
+    is counted). The samples, CPU count, /proc/loadavg and the limit go into preflight.config.json
+    (the runner's, digested), whence recompute() and problems() re-derive the figures and verdict."""
+    cfg = ctx.config
+    load = host_load.measure()
+    allowed = host_load.limit(load.cpu_count, cfg.host_max_runnable_per_cpu)
+    step.config("host_runnable_samples", ",".join(str(n) for n in load.samples))
+    step.config("host_cpu_count", load.cpu_count)
+    step.config("host_loadavg", "" if load.loadavg is None else " ".join(f"{v:.2f}" for v in load.loadavg))
+    step.config("host_max_runnable_per_cpu", f"{cfg.host_max_runnable_per_cpu:g}")
+    if host_load.injected():  # a test's fake /proc: said in the log, never mistaken for this host's
+        step.log(f"host load: read from a test's /proc tree ({host_load.reader().root}), not this host's")
+    named = ", ".join(f"pid {t} {c}" for t, c in load.named) or "none"
+    step.log(f"host load: runnable tasks besides this run per sample {load.samples} (median {load.runnable_others}, "
+             f"limit {allowed} on {load.cpu_count} CPUs); load average "
+             f"{' '.join(f'{v:.2f}' for v in load.loadavg) if load.loadavg else 'unreadable'}; runnable: {named}"
+             + (f"; {load.malformed} malformed /proc stat entries skipped" if load.malformed else ""))
+    _host_load_figures(step.result.counts, step.result.metrics, load.samples, load.cpu_count, load.loadavg)
+    busy = host_load.busy_reason(load.runnable_others, load.cpu_count, cfg.host_max_runnable_per_cpu,
+                                 load.loadavg, load.named)
+    if busy:
+        raise Failed(busy)
+
+
+def _host_load_figures(counts, metrics, samples: list[int], cpu_count: int,
+                       loadavg: tuple[float, float, float] | None) -> None:
+    counts["host_runnable_others"] = int(statistics.median_low(samples)) if samples else 0
+    counts["host_runnable_others_max"] = max(samples, default=0)
+    counts["host_cpu_count"] = cpu_count
+    if loadavg is not None:
+        for name, value in zip(("1m", "5m", "15m"), loadavg):
+            metrics[f"host_loadavg_{name}"] = round(value, 2)
+
+
+def host_load_from_config(config: dict[str, str]) -> tuple[list[int], int, tuple[float, float, float] | None, float] | None:
+    """(samples, CPU count, load average, host_max_runnable_per_cpu) preflight recorded; None when it
+    measured none (an older run, or preflight stopped before). ValueError when they do not parse."""
+    if "host_runnable_samples" not in config:
+        return None
+    samples = [int(v) for v in config["host_runnable_samples"].split(",") if v]
+    if not samples or any(v < 0 for v in samples):
+        raise ValueError(f"host_runnable_samples {config['host_runnable_samples']!r} is not a list of counts")
+    loadavg = host_load.parse_loadavg(config.get("host_loadavg", "")) if config.get("host_loadavg") else None
+    return samples, int(config["host_cpu_count"]), loadavg, float(config["host_max_runnable_per_cpu"])
+
+
+def host_load_from_logs(logs_dir: pathlib.Path) -> rpb.HostLoad:
+    """The report's host.load, from preflight.config.json (empty when preflight measured none)."""
+    try:
+        found = host_load_from_config(log_blocks.step_config(pathlib.Path(logs_dir), "preflight"))
+    except (ValueError, KeyError):
+        found = None
+    if found is None:
+        return rpb.HostLoad()
+    samples, cpus, loadavg, per_cpu = found
+    out = rpb.HostLoad(runnable_others_samples=samples, runnable_others=int(statistics.median_low(samples)),
+                       cpu_count=cpus, max_runnable_per_cpu=per_cpu, limit=host_load.limit(cpus, per_cpu))
+    if loadavg is not None:
+        out.loadavg_1m, out.loadavg_5m, out.loadavg_15m = (round(v, 2) for v in loadavg)
+    return out
+
+
 def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]:
     """GPU count and memory from nvidia-smi's own output in preflight.log; leftover-run figures
     (issue 15) from the `leftover:` lines and the nvidia-smi query that precedes them."""
@@ -135,6 +201,9 @@ def recompute(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float]]
         rows = parse_nvidia_smi_query(queries[-1].output)
         metrics["gpu_count"] = len(rows)
         metrics["memory_total_mib"] = parse_mib(rows[gpu_index]["memory_total"])
+    load = host_load_from_config(config)
+    if load is not None:
+        _host_load_figures(counts, metrics, *load[:3])
     return counts, metrics
 
 
@@ -170,6 +239,17 @@ def problems(logs_dir: pathlib.Path, lane: object = None) -> list[str]:
     if config.get("refused"):
         return [config["refused"]]
     out = []
+    try:
+        load = host_load_from_config(config)
+    except (ValueError, KeyError) as err:
+        return [f"preflight.config.json's host load figures do not parse: {err}"]
+    if load is None and not log_blocks.run_predates(HOST_LOAD_SINCE):
+        out.append("preflight did not measure the host's load (no host_runnable_samples in preflight.config.json)")
+    elif load is not None:
+        samples, cpus, loadavg, per_cpu = load
+        busy = host_load.busy_reason(int(statistics.median_low(samples)), cpus, per_cpu, loadavg)
+        if busy:
+            out.append(busy)
     dc = device_class_from_logs(logs_dir)
     if dc is None:
         out.append("preflight logged no readable device class")
@@ -223,6 +303,9 @@ def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None =
         ctx.device.CopyFrom(host_device_class(ctx, step))
         dc = ctx.device
         step.log(f"device class: {dc}".replace("\n", " "))
+        # Then the host's load, before any lane process runs (host_load.py): a busy host would time
+        # the lane wrong, so nothing is timed on it.
+        check_host_load(ctx, step)
         # Then the inputs (FAIL = the lane or its inputs are broken).
         problems = check_binaries(cfg.lane_dir, lane.targets)
         if lane.is_accelerator:
@@ -275,13 +358,19 @@ def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None =
         step.config("refused", f"FAIL: {err}")
         return CR.FAIL, str(err)
     reaped = step.result.counts.get("leftover_processes_killed")
-    note = f"; cleaned up a killed earlier run ({reaped} leftover process(es) killed, see preflight.log)" if reaped else ""
+    load = step.result.counts
+    note = (f"; host: {load['host_runnable_others']} runnable task(s) besides this run on {load['host_cpu_count']} CPUs, "
+            f"load average {step.result.metrics.get('host_loadavg_1m', float('nan')):.2f}")
+    note += f"; cleaned up a killed earlier run ({reaped} leftover process(es) killed, see preflight.log)" if reaped else ""
     return CR.PASS, f"{ctx.device.backend} {ctx.device.device_name} ({ctx.device.compute_capability}){note}"
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
     allow_software_icd: bool = option(False, "Vulkan: accept llvmpipe/lavapipe/SwiftShader (diagnostic, non-recordable).")
+    host_max_runnable_per_cpu: float = option(
+        0.25, "Preflight fails a busy host: more runnable tasks besides this run (median of samples over ~1 s) "
+        "than floor(this x CPUs). Larger is looser (bring-up only: non-recordable).")
 
 
 CHECK = Check(name="preflight", run=run_preflight, recompute=recompute, problems=problems, options=Options)
