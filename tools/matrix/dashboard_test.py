@@ -22,8 +22,9 @@ import pytest
 from proto import admission_pb2, certification_pb2
 from tools.admission import admission
 from tools.certify import records
+from tools.matrix import capability_matrix as cm
 from tools.matrix import certification_status as cs
-from tools.matrix import matrix_view
+from tools.matrix import dashboard, matrix_view
 from tools.model import model_lock
 from tools.policy import policy as policy_lib
 from tools.policy import timestamps
@@ -360,6 +361,25 @@ def test_tampered_pages_fail_the_assertions(browser, page, want, tmp_path, tampe
     problems = page_problems(dom, want, page.parent)
     print(tamper, "->", problems)
     assert problems, f"a page with {tamper} passed every assertion"
+
+
+def test_dark_and_unavailable_lanes_say_what_would_change_them():
+    host = {"os": "linux", "arch": "x86_64"}
+    spec = {"lanes": {"a": {"os": "darwin", "arch": "arm64"}, "b": {"os": "linux", "arch": "x86_64"},
+                      "c": {"os": "windows", "arch": "x86_64"}, "d": {"os": "linux", "arch": "x86_64"},
+                      "e": {"os": "linux", "arch": "x86_64"}}}
+    rows = [cm.LaneRow("a", "//lanes:metal", "metal", cm.UNAVAILABLE, "needs a darwin-arm64 host"),
+            cm.LaneRow("b", "//lanes:rocm", "rocm", cm.UNAVAILABLE, "no hipcc"),
+            cm.LaneRow("c", "", "cuda", cm.UNAVAILABLE, "needs a windows-x86_64 host"),
+            cm.LaneRow("d", "//lanes:cpu", "cpu", cm.BUILT, "ok", cs.OTHER_BUILD, [], False, "re-certify"),
+            cm.LaneRow("e", "//lanes:vulkan", "vulkan", cm.NOT_BUILT, "no manifest", cm.CERTIFIED, ["x"], True, "")]
+    actions = {a.lane_id: a for a in dashboard.lane_actions(rows, spec, host)}
+    assert set(actions) == {"a", "b", "c", "d"}  # e is certified and routable: nothing to change
+    assert actions["a"].command == "on a darwin-arm64 host: bazel run //tools:certify -- --lane=metal"
+    assert actions["b"].command.endswith("bazel sync --only=lane_sdks && bazel run //tools:certify -- --lane=rocm")
+    assert "without a target" in actions["c"].command
+    assert actions["d"].command == "bazel run //tools:certify -- --lane=cpu" and actions["d"].reason == "re-certify"
+    assert actions["b"].status == cm.UNAVAILABLE and actions["d"].status == cs.OTHER_BUILD
 
 
 def test_screenshot(browser, page, tmp_path):
