@@ -266,7 +266,7 @@ _HEADLINES: tuple[tuple[str, str, str, str, str], ...] = (
     ("fixture_parity", "tests_failed", "tests failed", "", ""),
     ("op_oracle", "nodes_fail", "nodes failed", "", ""),
     ("cpu_variants", "variants_runnable", "variants runnable", "", ""),
-    ("cancellation", "cancel_to_release_seconds", "slot released after s", "cancel_bound_s", "<="),
+    ("cancellation", "cancel_to_release_seconds", "cancel-to-slot-release s", "cancel_bound_s", "<="),
 )
 
 
