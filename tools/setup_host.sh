@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what Lanes needs on a fresh Debian/Ubuntu host: Bazel (Debian's bazel-bootstrap 4.2.3),
-# CMake, Ninja, a C/C++ compiler, patch, binutils and Python 3 with pip. Idempotent.
+# CMake, Ninja, a C/C++ compiler, patch, binutils and Python 3 with pip; for tests, Chromium. Idempotent.
 set -euo pipefail
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 need=()
-for pkg in bazel-bootstrap cmake ninja-build g++ patch binutils python3 python3-pip; do
+# chromium: test-only, for //tools/matrix:dashboard_test (the operator dashboard in headless Chromium).
+for pkg in bazel-bootstrap cmake ninja-build g++ patch binutils python3 python3-pip chromium; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

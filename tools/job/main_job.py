@@ -26,7 +26,7 @@ from tools.certify import certify, records, schema_versions
 from tools.core import atomic_files
 from tools.evidence import build_evidence, lane_manifest, run_readme
 from tools.matrix import matrix_view
-from tools.model import model_store
+from tools.model import model_lock, model_store
 from tools.policy import dsse, keys
 from tools.policy import policy as policy_lib
 from tools.policy.errors import TrustError
@@ -342,7 +342,7 @@ def sign_and_show(opts: JobOptions, staging: pathlib.Path, report: runner_report
           f"issuer {record.issuer[:16]}..., expires {record.expires_at}")
     print()
     print(matrix_view.render(workspace, spec, build_evidence.load_json(AVAILABILITY), policy=policy_path, records=records_dir,
-                             html_out=runs.parent / "matrix.html"))
+                             html_out=runs.parent / "matrix.html", model_lock=workspace / model_lock.LOCK_PATH))
     return 0
 
 

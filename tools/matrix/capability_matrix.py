@@ -103,7 +103,7 @@ def _pair_lines(pairs: list[dict]) -> list[str]:
     for p in pairs:
         lanes = " + ".join(p["lanes"]) or p["source"]
         lines.append(f"{lanes}  model {p['model_sha256'][:12] or '-'}  "
-                     f"{'routable' if p['routable'] else 'not routable'}  {'; '.join(p['device_classes'])}  {p['detail']}")
+                     f"admission: {p.get('state', 'admitted' if p['routable'] else 'refused')}  {'; '.join(p['device_classes'])}  {p['detail']}")
     return lines
 
 
@@ -130,7 +130,7 @@ def render_json(rows: list[LaneRow], host: dict[str, Any], pairs: list[dict] | N
                       indent=2, sort_keys=True)
 
 
-_CSS = """
+CSS = """
 body{font:14px system-ui,sans-serif;margin:2rem;color:#1d2433}
 h1{font-size:1.4rem}table{border-collapse:collapse;width:100%}
 th,td{padding:.45rem .6rem;border-bottom:1px solid #e3e6ec;text-align:left;vertical-align:top}
@@ -142,10 +142,12 @@ th{background:#f5f6f8}.pill{border-radius:999px;padding:.1rem .55rem;font-weight
 """
 
 
-def render_html(rows: list[LaneRow], host: dict[str, Any], pairs: list[dict] | None = None) -> str:
-    def pill(text: str, cls: str) -> str:
-        return f'<span class="pill {cls}">{html.escape(text)}</span>'
+def _pill(text: str, cls: str) -> str:
+    return f'<span class="pill {cls}">{html.escape(text)}</span>'
 
+
+def lanes_table_html(rows: list[LaneRow]) -> str:
+    """The lanes as built on this host: build status, certification of that build, routability."""
     body = []
     for r in rows:
         build_cls = r.build_status.split()[0]
@@ -153,34 +155,39 @@ def render_html(rows: list[LaneRow], host: dict[str, Any], pairs: list[dict] | N
         cert_cls = "certified" if r.certification == CERTIFIED else "dark"
         classes = "<br>".join(html.escape(c) for c in r.certified_device_classes)
         body.append(
-            "<tr>"
+            f'<tr class=lane data-lane="{html.escape(r.lane_id)}">'
             f"<td><b>{html.escape(r.lane_id)}</b><div class=detail>{html.escape(r.alias or 'no target')}</div></td>"
-            f"<td>{pill(r.build_status, build_cls)}<div class=detail>{html.escape(r.build_detail)}</div></td>"
-            f"<td>{pill(r.certification, cert_cls)}<div class=detail>{classes}{'<br>' if classes else ''}{html.escape(r.certification_detail)}</div></td>"
-            f"<td>{pill('routable' if r.routable_under_policy else 'not routable', 'BUILT' if r.routable_under_policy else 'UNAVAILABLE')}</td>"
+            f"<td>{_pill(r.build_status, build_cls)}<div class=detail>{html.escape(r.build_detail)}</div></td>"
+            f"<td>{_pill(r.certification, cert_cls)}<div class=detail>{classes}{'<br>' if classes else ''}{html.escape(r.certification_detail)}</div></td>"
+            f"<td>{_pill('routable' if r.routable_under_policy else 'not routable', 'BUILT' if r.routable_under_policy else 'UNAVAILABLE')}</td>"
             "</tr>"
         )
+    return ("<table><tr><th>lane</th><th>build</th><th>certification</th><th>routable under policy</th></tr>"
+            + "".join(body) + "</table>")
+
+
+def render_html(rows: list[LaneRow], host: dict[str, Any], pairs: list[dict] | None = None) -> str:
     return (
         "<!doctype html><html><head><meta charset=utf-8><title>Lanes capability matrix</title>"
-        f"<style>{_CSS}</style></head><body><h1>Lanes capability matrix</h1>"
+        f"<style>{CSS}</style></head><body><h1>Lanes capability matrix</h1>"
         f"<p class=detail>host {html.escape(host.get('os', ''))}-{html.escape(host.get('arch', ''))}. "
         "Build status is verified against build evidence; certification only from signed records that "
         "verify under the policy. Building never makes a lane routable.</p>"
-        "<table><tr><th>lane</th><th>build</th><th>certification</th><th>routable under policy</th></tr>"
-        + "".join(body) + "</table>" + _pairs_html(pairs or [], pill) + "</body></html>\n"
+        + lanes_table_html(rows) + _pairs_html(pairs or []) + "</body></html>\n"
     )
 
 
-def _pairs_html(pairs: list[dict], pill) -> str:
+def _pairs_html(pairs: list[dict]) -> str:
+    # The state is admission's decision ("admitted"/"refused") and its reasons, never the matrix's own.
     rows = "".join(
         "<tr>"
         f"<td><b>{html.escape(' + '.join(p['lanes']) or p['source'])}</b><div class=detail>model "
         f"{html.escape(p['model_sha256'][:12] or '-')}</div></td>"
         f"<td><div class=detail>{'<br>'.join(html.escape(d) for d in p['device_classes'])}</div></td>"
-        f"<td>{pill('routable' if p['routable'] else 'not routable', 'BUILT' if p['routable'] else 'UNAVAILABLE')}"
+        f"<td>{_pill(p['state'], 'BUILT' if p['routable'] else 'FAILED')}"
         f"<div class=detail>{html.escape(p['detail'])}</div></td></tr>"
         for p in pairs)
     return ("<h2>Mixed-backend routes</h2><p class=detail>A route whose nodes run different lanes is admitted only "
             "with a signed compatibility record measured on that route, for exactly those lanes, device classes "
-            "and model.</p><table><tr><th>lanes</th><th>device classes</th><th>under policy</th></tr>"
+            "and model.</p><table><tr><th>lanes</th><th>device classes</th><th>admission</th></tr>"
             + (rows or "<tr><td colspan=3>none</td></tr>") + "</table>")

@@ -7,13 +7,17 @@ refusal leaves the lane dark and says why.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import math
+import os
 import pathlib
 
 from proto import admission_pb2, certification_pb2, runner_report_pb2
 from tools.admission import admission
 from tools.certify import records as records_lib
 from tools.matrix.capability_matrix import DARK, Certifier
+from tools.model import model_lock
 from tools.policy import dsse, timestamps
 from tools.policy import policy as policy_lib
 from tools.policy.errors import TrustError
@@ -23,6 +27,10 @@ CERTIFIED = "certified"
 # The lane is built here, but no record names this build's evidence: a record proves the artifacts
 # it was run on, never a rebuild, so the lane is neither certified nor routable until re-certified.
 OTHER_BUILD = "BUILT, record is for another build"
+# What the page shows for admission's decision: its own verdict, never one the matrix derives.
+ADMITTED, REFUSED = "admitted", "refused"
+EMBEDDED = "embedded"
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def describe_device_class(dc: runner_report_pb2.DeviceClass) -> str:
@@ -33,6 +41,15 @@ def describe_device_class(dc: runner_report_pb2.DeviceClass) -> str:
         parts.append(f"driver {dc.driver_major}")
     parts.append(f"{dc.os}-{dc.arch}")
     return " / ".join(p for p in parts if p)
+
+
+def describe_recipe(recipe: runner_report_pb2.Recipe) -> str:
+    offload = {-1: "all layers", 0: "none"}.get(recipe.n_gpu_layers, f"{recipe.n_gpu_layers} layers")
+    return (f"KV {','.join(recipe.kv_cache_types) or '-'}; flash attention {','.join(recipe.flash_attention) or '-'}; "
+            f"offload {offload}; ctx {recipe.context_size}"
+            + (f" ({recipe.context_per_sequence}/sequence, {recipe.longest_sequence_tokens}-token sequences verified)"
+               if recipe.longest_sequence_tokens else "")
+            + f"; batch {recipe.batch_size}/{recipe.ubatch_size}; parallel {recipe.parallel_sequences}")
 
 
 def _node_for(record) -> admission_pb2.NodeDescription:
@@ -68,32 +85,87 @@ def _revocation_screen(revocations_dir: pathlib.Path | None, store):
     return screen
 
 
-def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path,
-                     revocations_dir: pathlib.Path | None = None) -> Certifier:
-    """A Certifier reading every record in records_dir and judging it under the policy file (and the
-    signed revocations in revocations_dir: a revoked record leaves its lane dark, "revoked: <reason>")."""
+@dataclasses.dataclass
+class Evidence:
+    """The records of one directory as the policy sees them, and the instant they are judged at."""
+
+    policy: admission_pb2.AdmissionPolicy
+    store: object
+    screen: object
+    verified: list[tuple[admission.SignedInput, certification_pb2.CertificationRecord]]
+    compats: list[admission.SignedInput]  # every compatibility input, verified or not (admission judges each)
+    verified_compats: list[tuple[admission.SignedInput, certification_pb2.CompatibilityRecord]]
+    refusals: list[tuple[str, str]]  # (file, why) for each record that does not verify
+    compat_refusals: list[tuple[str, str]]
+    unreadable: list[admission_pb2.InputProblem]
+    when: dt.datetime
+    instant: str  # why this instant: "the newest record's issue time" or "the time asked for"
+
+
+def newest_issue_time(records: list) -> dt.datetime:
+    """The newest issued_at among verified records (certification or compatibility): the default
+    judgement instant, derived from the files alone so that a page rendered twice from the same
+    evidence is the same page. Only verified records count: an unsigned file must not move the clock."""
+    return max((timestamps.parse_utc(r.issued_at) for r in records), default=_EPOCH)
+
+
+def load_evidence(policy_path: pathlib.Path, records_dir: pathlib.Path, revocations_dir: pathlib.Path | None = None,
+                  now: dt.datetime | None = None) -> Evidence | None:
+    """None when there is no policy or no records directory (every lane is then dark)."""
     if not policy_path.exists() or not records_dir.is_dir():
-        why = f"no policy at {policy_path}" if not policy_path.exists() else "no certification record"
-        return lambda lane_id, evidence_digest: (DARK, [], False, why)
+        return None
     policy = policy_lib.load_policy(policy_path)
     store = policy_lib.validate(policy, str(policy_path))
-    screen = _revocation_screen(revocations_dir, store)
-    certs, compats, _unreadable = admission.load_records_dir(records_dir)
-    now = timestamps.now()
-    verified = []
-    refusals: list[str] = []
+    screen = _revocation_screen(revocations_dir if revocations_dir is not None and revocations_dir.is_dir() else None,
+                                store)
+    certs, compats, unreadable = admission.load_records_dir(records_dir)
+    supported = policy.supported_record_schema_versions or None
+    verified, verified_compats, refusals, compat_refusals = [], [], [], []
     for item in certs:
         try:
-            record = records_lib.verify_record(item.envelope, store, policy.supported_record_schema_versions or None)
+            verified.append((item, records_lib.verify_record(item.envelope, store, supported)))
         except (TrustError, ValueError) as err:  # every refusal means "dark"; the first is shown
-            refusals.append(f"{item.source}: {err}")
-            continue
-        verified.append((item, record))
+            refusals.append((item.label, str(err)))
+    for item in compats:
+        try:
+            verified_compats.append((item, records_lib.verify_compatibility(item.envelope, store, supported)))
+        except (TrustError, ValueError) as err:
+            compat_refusals.append((item.label, str(err)))
+    when = now or newest_issue_time([r for _, r in (*verified, *verified_compats)])
+    return Evidence(policy, store, screen, verified, compats, verified_compats, refusals, compat_refusals, unreadable,
+                    when,
+                    "the time asked for" if now else "the newest record's issue time")
+
+
+def probe_route(record: certification_pb2.CertificationRecord, route_id: str = "matrix") -> admission_pb2.RouteRequest:
+    """The route that asks for exactly what the record proves: its lane, device class, build, model
+    files and recipe. Admission admitting it means a node matching the record is routable."""
+    return admission.route_from_nodes(
+        [_node_for(record)], record.model.sha256, route_id,
+        recipe=record.recipe if record.HasField("recipe") else None,
+        model_shard_sha256=[s.sha256 for s in record.model.shards])
+
+
+def decide_record(ev: Evidence, item: admission.SignedInput, record: certification_pb2.CertificationRecord,
+                  route_id: str = "matrix") -> admission_pb2.AdmissionDecision:
+    return admission.decide(ev.policy, [item], [], probe_route(record, route_id), ev.when, trust_store=ev.store,
+                            screen=ev.screen)
+
+
+def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path,
+                     revocations_dir: pathlib.Path | None = None, now: dt.datetime | None = None) -> Certifier:
+    """A Certifier reading every record in records_dir and judging it under the policy file (and the
+    signed revocations in revocations_dir: a revoked record leaves its lane dark, "revoked: <reason>")
+    at `now` (default: the newest record's issue time)."""
+    ev = load_evidence(policy_path, records_dir, revocations_dir, now)
+    if ev is None:
+        why = f"no policy at {policy_path}" if not policy_path.exists() else "no certification record"
+        return lambda lane_id, evidence_digest: (DARK, [], False, why)
 
     def certify(lane_id: str, evidence_digest: str):
-        mine = [(i, r) for i, r in verified if r.scope.lane_id == lane_id]
+        mine = [(i, r) for i, r in ev.verified if r.scope.lane_id == lane_id]
         if not mine:
-            return DARK, [], False, refusals[0] if refusals else "no certification record"
+            return DARK, [], False, ": ".join(ev.refusals[0]) if ev.refusals else "no certification record"
         if evidence_digest:
             # Bind the record to the build on disk: a rebuilt lane is not the lane that was certified.
             bound = [(i, r) for i, r in mine if r.build_evidence_digest == evidence_digest]
@@ -108,14 +180,11 @@ def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path,
             notes.append("not built on this host; records name build "
                          + ", ".join(sorted({r.build_evidence_digest for _, r in mine})))
         for item, record in mine:
-            # The probe route asks for exactly what the record proves: its recipe and model files.
-            route = admission.route_from_nodes(
-                [_node_for(record)], record.model.sha256, "matrix",
-                recipe=record.recipe if record.HasField("recipe") else None,
-                model_shard_sha256=[s.sha256 for s in record.model.shards])
-            decision = admission.decide(policy, [item], compats, route, now, trust_store=store, screen=screen)
+            decision = decide_record(ev, item, record)
             if decision.routable:
-                classes.append(describe_device_class(record.scope.device_class))
+                dc = describe_device_class(record.scope.device_class)
+                if dc not in classes:  # one class certified for several models is one class
+                    classes.append(dc)
                 routable = True
                 notes.append(f"record {record.record_id[:12]} expires {record.expires_at}")
             else:
@@ -125,6 +194,172 @@ def policy_certifier(policy_path: pathlib.Path, records_dir: pathlib.Path,
         return CERTIFIED, classes, routable, "; ".join(notes)
 
     return certify
+
+
+# ---- the dashboard: what each record certifies, by name, with its figures -------------------------
+
+def locked_model_names(lock_path: pathlib.Path | None) -> dict[str, str]:
+    """{file sha256: locked model name} from the model lock (tools/model); {} without one."""
+    if lock_path is None or not lock_path.is_file():
+        return {}
+    lock = model_lock.load(lock_path)
+    return {f.sha256: m.name for m in lock.models for f in m.files}
+
+
+def model_label(model: certification_pb2.Model | runner_report_pb2.Model, locked: dict[str, str]) -> str:
+    """The model's name as the lock knows it: a record's own name is the GGUF's metadata, which any
+    file can claim; only a locked sha256 names a model an operator can install."""
+    digests = [model.sha256] + [s.sha256 for s in model.shards]
+    for d in digests:
+        name = locked.get(d.lower().removeprefix("sha256:"))
+        if name:
+            return name
+    if model.source.startswith("embedded://"):
+        return EMBEDDED
+    return f"{model.name or model.sha256[:12]} (not in the model lock)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """One headline figure of a check and the bound the check held it to (bound None: none stated)."""
+
+    check: str
+    key: str
+    label: str
+    value: float
+    bound: float | None = None
+    relation: str = ""  # "<=" or ">=": how value must compare with bound
+
+    def text(self) -> str:
+        shown = f"{self.label} {_num(self.value)}"
+        if self.bound is None:
+            return shown
+        return f"{shown} ({'≤' if self.relation == '<=' else '≥'} {_num(self.bound)})"
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.3g}"
+
+
+# (check, figure key, label, bound key, relation): the figures an operator reads first, each beside
+# its bound where the check records one. Keys a record lacks are left out (checks differ by lane).
+_HEADLINES: tuple[tuple[str, str, str, str, str], ...] = (
+    ("reference_parity", "max_abs_delta_logit", "max|dlogit|", "tol_max_abs_delta_logit", "<="),
+    ("reference_parity", "mean_kl", "mean KL", "tol_mean_kl", "<="),
+    ("reference_parity", "top1_agreement_decisive", "top-1 (decisive)", "tol_top1_agreement_decisive", ">="),
+    ("corpus_parity", "perplexity", "perplexity", "max_perplexity", "<="),
+    ("corpus_parity", "mean_kl", "mean KL", "tol_mean_kl", "<="),
+    ("corpus_parity", "top1_agreement_decisive", "top-1 (decisive)", "tol_top1_agreement_decisive", ">="),
+    ("speed", "tg_tokens_per_s", "tg tok/s", "floor_tg_tokens_per_s", ">="),
+    ("speed", "pp_tokens_per_s", "pp tok/s", "floor_pp_tokens_per_s", ">="),
+    ("speed", "speedup_tg", "tg speed-up vs CPU lane", "", ""),
+    ("speed", "speedup_pp", "pp speed-up vs CPU lane", "", ""),
+    ("speed", "peer_lane_ratio_tg", "tg vs peer lane", "", ""),
+    ("speed", "tg_roofline_fraction", "tg roofline fraction", "", ""),
+    ("speed", "tg_model_roofline_fraction", "tg model roofline fraction", "floor_tg_model_roofline_fraction", ">="),
+    ("speed", "roofline_speedup_tg", "roofline tg speed-up vs CPU lane", "floor_roofline_speedup_tg", ">="),
+    ("upstream_ctest", "tests_passed", "CTest passed", "", ""),
+    ("upstream_ctest", "tests_failed", "CTest failed", "", ""),
+    ("upstream_ctest", "tests_excluded", "CTest excluded", "", ""),
+    ("upstream_ctest", "tests_registered", "CTest registered", "", ""),
+    ("fixture_parity", "tests_passed", "tests passed", "", ""),
+    ("fixture_parity", "tests_failed", "tests failed", "", ""),
+    ("op_oracle", "nodes_fail", "nodes failed", "", ""),
+    ("cpu_variants", "variants_runnable", "variants runnable", "", ""),
+    ("cancellation", "cancel_to_release_seconds", "cancel-to-slot-release s", "cancel_bound_s", "<="),
+)
+
+
+def headline_figures(record: certification_pb2.CertificationRecord) -> list[Figure]:
+    """The record's headline figures, from its check summaries (signed), in _HEADLINES order."""
+    checks = {c.name: c for c in record.checks}
+    figures = []
+    for check, key, label, bound_key, relation in _HEADLINES:
+        c = checks.get(check)
+        if c is None or c.status != runner_report_pb2.CheckResult.PASS:
+            continue
+        values = {**c.counts, **c.metrics}
+        if key not in values:
+            continue
+        bound = values.get(bound_key) if bound_key else None
+        # A zero floor is "no floor" (the speed check records 0 where the policy sets none).
+        if bound is not None and relation == ">=" and bound == 0:
+            bound = None
+        figures.append(Figure(check, key, label, float(values[key]), None if bound is None else float(bound),
+                              relation if bound is not None else ""))
+    return figures
+
+
+def check_states(record: certification_pb2.CertificationRecord) -> list[tuple[str, str]]:
+    """(check, status name) for every check the record carries, in its order."""
+    return [(c.name, runner_report_pb2.CheckResult.Status.Name(c.status)) for c in record.checks]
+
+
+def days_to_expiry(record_expires_at: str, when: dt.datetime) -> int:
+    """Whole days from `when` until expiry (negative once expired), rounded down: a record with
+    half a day left shows 0, never 1."""
+    return math.floor((timestamps.parse_utc(record_expires_at) - when).total_seconds() / 86400)
+
+
+def run_dir_name(record_file: str) -> str:
+    return record_file.removesuffix(".record.dsse.json")
+
+
+def run_readme(records_dir: pathlib.Path, record_file: str) -> pathlib.Path | None:
+    """The committed run's hand-off README (runs/<run>/README.md beside records/), if it is there."""
+    path = records_dir.parent / "runs" / run_dir_name(record_file) / "README.md"
+    return path if path.is_file() else None
+
+
+@dataclasses.dataclass
+class CertifiedEntry:
+    lane_id: str
+    device_class: str
+    model: str
+    model_sha256: str
+    record_id: str
+    record_file: str
+    issued_at: str
+    expires_at: str
+    days_to_expiry: int
+    decision: str  # ADMITTED or REFUSED: admission's verdict on a node matching the record exactly
+    reasons: list[str]
+    recipe: str
+    figures: list[Figure]
+    checks: list[tuple[str, str]]
+    run_readme: str = ""  # path of the hand-off README, "" when the run is not committed
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def certified_entries(ev: Evidence | None, records_dir: pathlib.Path, locked: dict[str, str]) -> list[CertifiedEntry]:
+    """One entry per verified record, by lane, device class and model, with admission's decision at ev.when."""
+    if ev is None:
+        return []
+    entries = []
+    for item, record in ev.verified:
+        decision = decide_record(ev, item, record)
+        readme = run_readme(records_dir, item.label)
+        entries.append(CertifiedEntry(
+            lane_id=record.scope.lane_id,
+            device_class=describe_device_class(record.scope.device_class),
+            model=model_label(record.model, locked),
+            model_sha256=record.model.sha256,
+            record_id=record.record_id,
+            record_file=item.label,
+            issued_at=record.issued_at,
+            expires_at=record.expires_at,
+            days_to_expiry=days_to_expiry(record.expires_at, ev.when),
+            decision=ADMITTED if decision.routable else REFUSED,
+            reasons=list(decision.reasons),
+            recipe=describe_recipe(record.recipe) if record.HasField("recipe") else "none stated",
+            figures=headline_figures(record),
+            checks=check_states(record),
+            run_readme=str(readme) if readme else "",
+        ))
+    entries.sort(key=lambda e: (e.lane_id, e.device_class, e.model, e.record_id))
+    return entries
 
 
 def compatibility_probe_recipe(
@@ -139,41 +374,56 @@ def compatibility_probe_recipe(
     return named[0].recipe if named and named[0].HasField("recipe") else None
 
 
+def compatibility_route(compat: certification_pb2.CompatibilityRecord,
+                        named: list[certification_pb2.CertificationRecord],
+                        route_id: str = "matrix-compat") -> admission_pb2.RouteRequest:
+    """The mixed route a compatibility record was measured on: one node per lane, each exactly the
+    certified record the compatibility record names, and the recipe it was measured under."""
+    nodes = [_node_for(r) for r in named]
+    for node in nodes:
+        node.node_id = f"{route_id}-{node.lane_id}"
+    return admission.route_from_nodes(nodes, compat.model_sha256, route_id,
+                                      recipe=compatibility_probe_recipe(compat, named),
+                                      model_shard_sha256=[s.sha256 for s in named[0].model.shards])
+
+
+def _recipe_text(rec: certification_pb2.CompatibilityRecord, named: list[certification_pb2.CertificationRecord]) -> str:
+    if rec.HasField("recipe"):
+        return describe_recipe(rec.recipe)
+    probed = compatibility_probe_recipe(rec, named)
+    return "none stated by the record" + (
+        f" (admission is asked for {named[0].scope.lane_id}'s certified recipe: {describe_recipe(probed)})"
+        if probed is not None else "")
+
+
 def compatibility_pairs(policy_path: pathlib.Path, records_dir: pathlib.Path,
                         revocations_dir: pathlib.Path | None = None, now: dt.datetime | None = None) -> list[dict]:
     """One row per compatibility record: the lanes, model and device classes it was measured with,
-    and whether admission routes that mixed pipeline under the policy (else the reason), at `now`
-    (default: the current time), with the signed revocations in revocations_dir applied.
+    its recipe, and admission's decision on that mixed pipeline under the policy ("state": admitted
+    or refused, "reasons": admission's own) at `now` (default: the newest record's issue time), with
+    the signed revocations in revocations_dir applied.
 
     The probe route has one node per lane, each exactly the certified record the compatibility
     record names, and the recipe it was measured under, so the verdict is admission's own for the
     route the record was measured on."""
-    if not policy_path.exists() or not records_dir.is_dir():
+    ev = load_evidence(policy_path, records_dir, revocations_dir, now)
+    if ev is None:
         return []
-    policy = policy_lib.load_policy(policy_path)
-    store = policy_lib.validate(policy, str(policy_path))
-    screen = _revocation_screen(revocations_dir if revocations_dir is not None and revocations_dir.is_dir() else None,
-                                store)
-    certs, compats, _unreadable = admission.load_records_dir(records_dir)
-    by_id = {}
-    for item in certs:
-        try:
-            record = records_lib.verify_record(item.envelope, store, policy.supported_record_schema_versions or None)
-        except (TrustError, ValueError):
-            continue
-        by_id[record.record_id] = (item, record)
-    now = now or timestamps.now()
+    by_id = {record.record_id: (item, record) for item, record in ev.verified}
     rows = []
-    for item in compats:
+    for item in ev.compats:
         row = {"source": str(item.source), "lanes": [], "model_sha256": "", "device_classes": [], "routable": False,
-               "detail": ""}
+               "state": REFUSED, "reasons": [], "recipe": "", "expires_at": "", "days_to_expiry": None, "detail": ""}
+        rows.append(row)
         try:
-            rec = records_lib.verify_compatibility(item.envelope, store, policy.supported_record_schema_versions or None)
+            rec = records_lib.verify_compatibility(item.envelope, ev.store,
+                                                   ev.policy.supported_record_schema_versions or None)
         except (TrustError, ValueError) as err:
             row["detail"] = f"does not verify: {err}"
-            rows.append(row)
+            row["reasons"] = [row["detail"]]
             continue
-        row.update(lanes=sorted(rec.lane_ids), model_sha256=rec.model_sha256,
+        row.update(lanes=sorted(rec.lane_ids), model_sha256=rec.model_sha256, expires_at=rec.expires_at,
+                   days_to_expiry=days_to_expiry(rec.expires_at, ev.when),
                    device_classes=[f"{e.lane_id}: {describe_device_class(e.device_class)}" for e in rec.lanes])
         named = [by_id[r] for r in rec.certification_record_ids if r in by_id]
         if (len(named) != len(rec.certification_record_ids) or not named
@@ -181,18 +431,21 @@ def compatibility_pairs(policy_path: pathlib.Path, records_dir: pathlib.Path,
                 or sorted(r.scope.lane_id for _, r in named) != sorted(rec.lane_ids)):
             row["detail"] = ("names certification records that are not here, do not verify, repeat, or are not "
                              "exactly one per lane of the record")
-            rows.append(row)
+            row["reasons"] = [row["detail"]]
             continue
-        nodes = [_node_for(r) for _, r in named]
-        for node in nodes:
-            node.node_id = f"matrix-probe-{node.lane_id}"
-        route = admission.route_from_nodes(nodes, rec.model_sha256, "matrix-compat",
-                                           recipe=compatibility_probe_recipe(rec, [r for _, r in named]),
-                                           model_shard_sha256=[s.sha256 for s in named[0][1].model.shards])
-        decision = admission.decide(policy, [i for i, _ in named], [item], route, now, trust_store=store, screen=screen)
-        row["routable"] = decision.routable
+        certs = [r for _, r in named]
+        row["recipe"] = _recipe_text(rec, certs)
+        decision = admission.decide(ev.policy, [i for i, _ in named], [item], compatibility_route(rec, certs), ev.when,
+                                    trust_store=ev.store, screen=ev.screen)
+        row.update(routable=decision.routable, state=ADMITTED if decision.routable else REFUSED,
+                   reasons=list(decision.reasons))
         row["detail"] = (f"record expires {rec.expires_at}; max|dlogit| {rec.max_abs_delta_logit:.3g}, mean KL "
                          f"{rec.kl_divergence:.3g}, top-1 {rec.top1_agreement:.3f}, greedy {rec.greedy_agreement:.2f}"
                          if decision.routable else "; ".join(decision.reasons))
-        rows.append(row)
     return rows
+
+
+def relative_link(target: str, page_dir: pathlib.Path) -> str:
+    """target as a link relative to the page's directory, in URL form (the page is committed: no
+    host's absolute paths)."""
+    return pathlib.PurePath(os.path.relpath(target, page_dir)).as_posix()

@@ -1,8 +1,12 @@
 """The matrix's mixed-route cells over the committed evidence (evidence/records, evidence/compat,
 evidence/policy.json) show admission's own verdict and reason: a route whose lane records both
 verify and route is routable when its compatibility record states the recipe it was measured under,
-and "not routable" for that one reason when it states none. (No route is committed while the
-CUDA+Vulkan route waits to be measured again against the re-certified CUDA lane.)"""
+and refused for that one reason when it states none. (No route is committed while the CUDA+Vulkan
+route waits to be measured again against the re-certified CUDA lane.)
+
+The committed dashboard (evidence/matrix.html) is the tool's output for the committed evidence: its
+#certified and #routes sections, judged at the newest record's issue time, equal a fresh render. Its
+#host section is what the publishing host had built, so it is checked for presence only."""
 
 import datetime as dt
 import os
@@ -18,12 +22,15 @@ from tools.certify import records
 from tools.compat import rpc_route
 from tools.matrix import capability_matrix as cm
 from tools.matrix import certification_status as cs
+from tools.matrix import dashboard
+from tools.model import model_lock
 from tools.policy import dsse, timestamps
 from tools.policy import policy as policy_lib
 
-# Under Bazel the runfiles tree; run directly, the workspace's evidence/.
-EVIDENCE = (pathlib.Path(os.environ["TEST_SRCDIR"], "lanes", "evidence") if "TEST_SRCDIR" in os.environ
-            else pathlib.Path(__file__).resolve().parents[2] / "evidence")
+# Under Bazel the runfiles tree; run directly, the workspace.
+ROOT = (pathlib.Path(os.environ["TEST_SRCDIR"], "lanes") if "TEST_SRCDIR" in os.environ
+        else pathlib.Path(__file__).resolve().parents[2])
+EVIDENCE = ROOT / "evidence"
 COMPATS = sorted((EVIDENCE / "records").glob("*.compat.dsse.json"))
 
 
@@ -36,6 +43,9 @@ def committed(tmp_path_factory) -> pathlib.Path:
     shutil.copy(EVIDENCE / "policy.json", target / "policy.json")
     for record in (EVIDENCE / "records").glob("*.dsse.json"):
         shutil.copy(record, target / "records" / record.name)
+    for readme in (EVIDENCE / "runs").glob("*/README.md"):  # the hand-offs the page links to
+        (target / "runs" / readme.parent.name).mkdir(parents=True)
+        shutil.copy(readme, target / "runs" / readme.parent.name / "README.md")
     return target
 
 
@@ -65,19 +75,20 @@ def test_the_routes_cell_shows_admissions_verdict_and_reason(committed, path):
     html = cm.render_html([], {"os": "linux", "arch": "x86_64"}, [pair])
     cell = html.split("<h2>Mixed-backend routes</h2>", 1)[1]
     if rec.HasField("recipe"):
-        assert pair["routable"], pair["detail"]
-        assert '<span class="pill BUILT">routable</span>' in cell
+        assert pair["routable"] and pair["state"] == cs.ADMITTED, pair["detail"]
+        assert '<span class="pill BUILT">admitted</span>' in cell
         return
     # The one reason: its record states no recipe (no lane refusal, no expiry, no recipe mismatch).
-    assert not pair["routable"]
-    assert '<span class="pill UNAVAILABLE">not routable</span>' in cell
+    assert not pair["routable"] and pair["state"] == cs.REFUSED
+    assert pair["reasons"] == [pair["detail"]]
+    assert '<span class="pill FAILED">refused</span>' in cell
     assert pair["detail"].startswith(admission.MIXED_WITHOUT_COMPATIBILITY + ": ")
     assert pair["detail"].count("; candidates: ") == 1
     assert pair["detail"].endswith(f"; candidates: {path.name}: {admission.COMPAT_RECIPE_MISSING}: states no recipe "
                                    "the route was measured under; measure the route again (tools/compat) and sign "
                                    "a record that states it"), pair["detail"]
     assert f"{admission.COMPAT_RECIPE_MISSING}: states no recipe" in cell
-    assert "not routable" in cm.render_text([], [pair])
+    assert "admission: refused" in cm.render_text([], [pair])
 
 
 @pytest.mark.parametrize("path", COMPATS, ids=lambda p: p.name.split(".")[0])
@@ -96,6 +107,43 @@ def test_a_record_without_a_recipe_comes_from_a_measurement_that_ran_another(pat
     assert ran
     recipe = rpc_route.recipe_from_argv(ran)
     assert list(recipe.kv_cache_types) == ["f32"] and list(recipe.flash_attention) == ["off"]
+
+
+def _fresh_sections(committed: pathlib.Path) -> str:
+    ev = cs.load_evidence(committed / "policy.json", committed / "records")
+    entries = cs.certified_entries(ev, committed / "records", cs.locked_model_names(ROOT / model_lock.LOCK_PATH))
+    pairs = cs.compatibility_pairs(committed / "policy.json", committed / "records")
+    return dashboard.render_page([], {"lanes": {}}, {}, entries, pairs, ev.when, ev.instant, committed)
+
+
+@pytest.mark.parametrize("section", ["certified", "routes"])
+def test_the_committed_dashboard_is_the_tools_output(committed, section):
+    page = (EVIDENCE / "matrix.html").read_text()
+    fresh = _fresh_sections(committed)
+    assert dashboard.section(page, section) == dashboard.section(fresh, section), (
+        f"evidence/matrix.html's #{section} is not the tool's output for the committed evidence; regenerate it: "
+        "bazel run //tools:matrix -- --html=evidence/matrix.html")
+
+
+def test_the_committed_dashboard_states_its_instant_and_this_hosts_lanes(committed):
+    page = (EVIDENCE / "matrix.html").read_text()
+    ev = cs.load_evidence(committed / "policy.json", committed / "records")
+    assert f'data-as-of="{timestamps.format_utc(ev.when)}"' in page
+    assert "the newest record&#x27;s issue time" in page
+    host = dashboard.section(page, "host")  # host-dependent: present, with a command per dark lane
+    assert host.count("<tr class=lane-action") == host.count("<td class=command><code>")
+
+
+def test_the_committed_dashboard_names_every_certified_model(committed):
+    page = (EVIDENCE / "matrix.html").read_text()
+    certified = dashboard.section(page, "certified")
+    locked = cs.locked_model_names(ROOT / model_lock.LOCK_PATH)
+    for item in admission.load_records_dir(committed / "records")[0]:
+        rec = certification_pb2.CertificationRecord.FromString(item.envelope.payload)
+        name = cs.EMBEDDED if rec.model.source.startswith("embedded://") else locked[rec.model.sha256]
+        assert f'data-record-id="{rec.record_id}"' in certified
+        assert f'data-model="{name}" data-record-id="{rec.record_id}"' in certified
+        assert f'href="runs/{item.label.removesuffix(".record.dsse.json")}/README.md"' in certified
 
 
 if __name__ == "__main__":

@@ -21,14 +21,10 @@ import os
 import pathlib
 import sys
 
-from proto import certification_pb2, runner_report_pb2
 from tools.admission import admission
-from tools.certify import records as records_lib
 from tools.core import atomic_files
 from tools.matrix import certification_status
-from tools.policy import policy as policy_lib
 from tools.policy import timestamps
-from tools.policy.errors import TrustError
 
 GENERATOR = "bazel run //tools/matrix:evidence_readme"
 
@@ -36,25 +32,6 @@ GENERATOR = "bazel run //tools/matrix:evidence_readme"
 def _cell(text: str) -> str:
     """One Markdown table cell: a '|' or a newline from a record would break the row."""
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def describe_recipe(recipe: runner_report_pb2.Recipe) -> str:
-    offload = {-1: "all layers", 0: "none"}.get(recipe.n_gpu_layers, f"{recipe.n_gpu_layers} layers")
-    return (f"KV {','.join(recipe.kv_cache_types) or '-'}; flash attention {','.join(recipe.flash_attention) or '-'}; "
-            f"offload {offload}; ctx {recipe.context_size}"
-            + (f" ({recipe.context_per_sequence}/sequence, {recipe.longest_sequence_tokens}-token sequences verified)"
-               if recipe.longest_sequence_tokens else "")
-            + f"; batch {recipe.batch_size}/{recipe.ubatch_size}; parallel {recipe.parallel_sequences}")
-
-
-def _probe_route(record: certification_pb2.CertificationRecord) -> object:
-    """The route that asks for exactly what the record proves: its lane, device class, build, model
-    files and recipe. Admission admitting it means a node matching the record is routable."""
-    node = certification_status._node_for(record)
-    return admission.route_from_nodes(
-        [node], record.model.sha256, "evidence-readme",
-        recipe=record.recipe if record.HasField("recipe") else None,
-        model_shard_sha256=[s.sha256 for s in record.model.shards])
 
 
 def _run_link(evidence_dir: pathlib.Path, record_file: str) -> str:
@@ -69,31 +46,15 @@ def _verdict(decision) -> str:
 
 def render(evidence_dir: pathlib.Path, as_of: dt.datetime | None = None) -> str:
     """The Markdown page for evidence_dir (policy.json, records/, optional revocations/)."""
-    policy_path = evidence_dir / "policy.json"
-    policy = policy_lib.load_policy(policy_path)
-    store = policy_lib.validate(policy, "evidence/policy.json")
     revocations_dir = evidence_dir / "revocations"
-    screen = certification_status._revocation_screen(revocations_dir if revocations_dir.is_dir() else None, store)
-    certs, compats, unreadable = admission.load_records_dir(evidence_dir / "records")
-    supported = policy.supported_record_schema_versions or None
-
-    verified: list[tuple[admission.SignedInput, certification_pb2.CertificationRecord]] = []
-    refused: list[str] = [f"`{p.file}`: {p.code}: {p.reason}" for p in unreadable]
-    for item in certs:
-        try:
-            verified.append((item, records_lib.verify_record(item.envelope, store, supported)))
-        except (TrustError, ValueError) as err:
-            refused.append(f"`{item.label}`: does not verify: {err}")
-    verified_compats = []
-    for item in compats:
-        try:
-            verified_compats.append((item, records_lib.verify_compatibility(item.envelope, store)))
-        except (TrustError, ValueError) as err:
-            refused.append(f"`{item.label}`: does not verify: {err}")
-
-    issued = [timestamps.parse_utc(r.issued_at) for _, r in (*verified, *verified_compats)]
-    when = as_of or (max(issued) if issued else dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc))
-    instant = "the time asked for" if as_of else "the newest record's issue time"
+    ev = certification_status.load_evidence(evidence_dir / "policy.json", evidence_dir / "records",
+                                             revocations_dir if revocations_dir.is_dir() else None, as_of)
+    if ev is None:
+        raise FileNotFoundError(f"{evidence_dir}: no policy.json or no records/")
+    policy, store, screen, verified, verified_compats = ev.policy, ev.store, ev.screen, ev.verified, ev.verified_compats
+    refused: list[str] = [f"`{p.file}`: {p.code}: {p.reason}" for p in ev.unreadable]
+    refused += [f"`{label}`: does not verify: {why}" for label, why in (*ev.refusals, *ev.compat_refusals)]
+    when, instant = ev.when, ev.instant
 
     lines = [
         "# What is certified now",
@@ -111,13 +72,13 @@ def render(evidence_dir: pathlib.Path, as_of: dt.datetime | None = None) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for item, record in sorted(verified, key=lambda v: (v[1].scope.lane_id, v[0].label)):
-        decision = admission.decide(policy, [item], [], _probe_route(record), when, trust_store=store, screen=screen)
+        decision = certification_status.decide_record(ev, item, record, "evidence-readme")
         lines.append("| " + " | ".join(_cell(c) for c in (
             record.scope.lane_id,
             certification_status.describe_device_class(record.scope.device_class),
             _run_link(evidence_dir, item.label),
             f"`{record.model.sha256}` ({record.model.name})",
-            describe_recipe(record.recipe),
+            certification_status.describe_recipe(record.recipe),
             f"`{record.issuer[:16]}`",
             record.issued_at,
             record.expires_at,
@@ -139,16 +100,7 @@ def render(evidence_dir: pathlib.Path, as_of: dt.datetime | None = None) -> str:
         if len(named) != len(rec.certification_record_ids) or not named:
             verdict = "no: names certification records that are not here or do not verify"
         else:
-            nodes = []
-            for _, cert in named:
-                node = certification_status._node_for(cert)
-                node.node_id = f"evidence-readme-{node.lane_id}"
-                nodes.append(node)
-            first = named[0][1]
-            route = admission.route_from_nodes(
-                nodes, rec.model_sha256, "evidence-readme-compat",
-                recipe=certification_status.compatibility_probe_recipe(rec, [cert for _, cert in named]),
-                model_shard_sha256=[s.sha256 for s in first.model.shards])
+            route = certification_status.compatibility_route(rec, [cert for _, cert in named], "evidence-readme-compat")
             verdict = _verdict(admission.decide(policy, [i for i, _ in named], [item], route, when,
                                                 trust_store=store, screen=screen))
         lines.append("| " + " | ".join(_cell(c) for c in (

@@ -1,5 +1,7 @@
-"""bazel run //tools:matrix [-- --json | --html=out.html]: the capability matrix of this workspace."""
+"""bazel run //tools:matrix [-- --json | --html=out.html] [--as_of=...]: the capability matrix of this
+workspace; --html also writes the operator dashboard (evidence/matrix.html is one)."""
 
+import datetime as dt
 import os
 import pathlib
 import sys
@@ -8,6 +10,8 @@ from absl import app, flags
 
 from tools.evidence import build_evidence
 from tools.matrix import matrix_view
+from tools.model import model_lock
+from tools.policy import timestamps
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("json", False, "Print JSON instead of a table.")
@@ -20,6 +24,15 @@ flags.DEFINE_string("records", "evidence/records", "Signed certification records
 flags.DEFINE_string("revocations", "evidence/revocations",
                     "Signed revocations (workspace-relative; a copy of a record repository's revocations/). "
                     "A revoked record's lane shows 'revoked: <reason>'. Missing directory: none.")
+flags.DEFINE_string("as_of", "", "Judge admission and expiry at this RFC 3339 UTC instant, or 'now'; default the "
+                    "newest record's issue time, so the same evidence renders the same page.")
+flags.DEFINE_string("model_lock", model_lock.LOCK_PATH, "Model lock naming the certified models (runfiles path).")
+
+
+def _as_of(value: str) -> dt.datetime | None:
+    if not value:
+        return None
+    return timestamps.now() if value == "now" else timestamps.parse_utc(value)
 
 
 def main(argv: list[str]) -> None:
@@ -32,7 +45,8 @@ def main(argv: list[str]) -> None:
     print(matrix_view.render(workspace, build_evidence.load_json(FLAGS.spec), build_evidence.load_json(FLAGS.availability),
                              policy=workspace / FLAGS.policy, records=workspace / FLAGS.records,
                              revocations=workspace / FLAGS.revocations,
-                             as_json=FLAGS.json, html_out=html_out))
+                             as_json=FLAGS.json, html_out=html_out, as_of=_as_of(FLAGS.as_of),
+                             model_lock=pathlib.Path(FLAGS.model_lock)))
     if html_out:
         print(f"wrote {html_out}", file=sys.stderr)
 
