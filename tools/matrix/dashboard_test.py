@@ -29,9 +29,8 @@ from tools.matrix import capability_matrix as cm
 from tools.matrix import certification_status as cs
 from tools.matrix import dashboard, matrix_view
 from tools.model import model_lock
-from tools.policy import dsse
+from tools.policy import dsse, timestamps
 from tools.policy import policy as policy_lib
-from tools.policy import timestamps
 
 RUNFILES = pathlib.Path(os.environ["TEST_SRCDIR"], "lanes") if "TEST_SRCDIR" in os.environ else None
 ROOT = RUNFILES or pathlib.Path(__file__).resolve().parents[2]
