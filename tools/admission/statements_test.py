@@ -1,10 +1,12 @@
 """The committed evidence in the field's formats: each certification record as an in-toto test
-result, each lane build as SLSA Provenance v1, validated with in-toto-attestation; a test result
+result, each lane build as SLSA Provenance v1, each record's admission decision (its own node, under
+the committed policy) as a signed SLSA VSA v1, validated with in-toto-attestation; a test result
 carries exactly its record, so it admits exactly what the record admits."""
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import os
 import pathlib
@@ -15,12 +17,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
 from in_toto_attestation.predicates.test_result.v0 import test_result_pb2
+from in_toto_attestation.predicates.vsa.v1 import vsa_pb2
 
-from proto import build_evidence_pb2, certification_pb2
-from tools.admission import admission
+from proto import admission_pb2, build_evidence_pb2, certification_pb2
+from tools.admission import admission, decision_summary
 from tools.certify import intoto, records, sample_reports
 from tools.evidence import slsa_provenance
-from tools.policy import dsse
+from tools.policy import dsse, timestamps
+from tools.policy import policy as policy_lib
 
 EVIDENCE = pathlib.Path(os.environ.get("TEST_SRCDIR", ".")) / "lanes" / "evidence"
 RECORDS = sorted((EVIDENCE / "records").glob("*.record.dsse.json"))
@@ -49,6 +53,46 @@ def test_each_committed_record_is_a_valid_test_result_carrying_it(path):
     assert intoto.record_from_test_result(st) == rec
     print(f"{path.name}: {st['predicateType']} result={result.result} passed={len(result.passed_tests)} "
           f"warned={list(result.warned_tests)} failed={list(result.failed_tests)}")
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)
+def test_each_committed_records_admission_decision_is_a_valid_signed_vsa(path):
+    """The decision for a node exactly as the record certifies it, an hour after issue, under the
+    committed policy: a VSA whose result, policy digest and input attestation are the decision's."""
+    policy = policy_lib.load_policy(EVIDENCE / "policy.json")
+    store = policy_lib.validate(policy)
+    item = admission.load_signed(path)
+    rec = records.verify_record(item.envelope, store, policy.supported_record_schema_versions)
+    node = admission_pb2.NodeDescription(node_id="statements-test", lane_id=rec.scope.lane_id,
+                                         build_evidence_digest=rec.build_evidence_digest)
+    node.device_class.CopyFrom(rec.scope.device_class)
+    node.artifacts.extend(rec.artifacts)
+    route = admission.route_from_nodes([node], rec.model.sha256, "statements-test", recipe=rec.recipe,
+                                       model_shard_sha256=[s.sha256 for s in rec.model.shards])
+    when = timestamps.parse_utc(rec.issued_at) + dt.timedelta(hours=1)
+    decision = admission.decide(policy, [item], [], route, when, trust_store=store)
+    assert decision.routable, decision.reasons
+    key = Ed25519PrivateKey.generate()
+    st = decision_summary.verify(decision_summary.sign(decision_summary.statement(decision, route), key), key.public_key())
+    # The library's own schema, with the one Lanes-specific field ("lanes": the whole decision) apart,
+    # and verifiedLevels, an array in the SLSA VSA v1 spec that the library's proto declares a string.
+    pred = st["predicate"]
+    vsa = json_format.ParseDict({k: v for k, v in pred.items() if k not in ("lanes", "verifiedLevels")},
+                                vsa_pb2.VerificationSummary())
+    assert pred["verifiedLevels"] == [decision_summary.ROUTABLE_LEVEL]
+    assert st["predicate"]["lanes"]["decision"] == json_format.MessageToDict(decision, preserving_proto_field_name=True)
+    assert vsa.verification_result == "PASSED"
+    assert vsa.policy.digest["sha256"] == decision.policy_digest.removeprefix("sha256:")
+    assert [a.digest["sha256"] for a in vsa.input_attestations] == [
+        d.removeprefix("sha256:") for d in decision.input_record_digests]
+    refused = admission.decide(policy, [item], [], route, timestamps.parse_utc(rec.expires_at) + dt.timedelta(days=1),
+                               trust_store=store)
+    failed = decision_summary.verify(decision_summary.sign(decision_summary.statement(refused, route), key),
+                                     key.public_key())
+    assert failed["predicate"]["verificationResult"] == "FAILED"
+    print(f"{path.name}: {st['predicateType']} result={vsa.verification_result} policy sha256:"
+          f"{vsa.policy.digest['sha256'][:16]} inputs={len(vsa.input_attestations)}; after expiry "
+          f"{failed['predicate']['verificationResult']}")
 
 
 @pytest.mark.parametrize("path", BUILDS, ids=lambda p: p.parent.name)
