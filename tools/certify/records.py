@@ -31,6 +31,7 @@ from proto import certification_pb2, runner_report_pb2
 from tools.certify import schema_versions
 from tools.core import digest as core_digest
 from tools.policy import dsse, timestamps, trust
+from tools.runner import gpu_set
 from tools.policy import policy as policy_lib
 from tools.policy.errors import (
     ExpiredRecordError,
@@ -87,10 +88,12 @@ def record_digest_of_json(data: bytes | str) -> str:
 
 def device_class_slug(dc: runner_report_pb2.DeviceClass) -> str:
     """File-name-safe summary of the scope key, e.g. "cuda-nvidia-h200-9.0-580"."""
-    parts = [dc.backend]
-    if dc.vendor and dc.vendor.lower() not in dc.device_name.lower():
-        parts.append(dc.vendor)
-    parts += [dc.device_name, dc.compute_capability, dc.driver_major]
+    parts = gpu_set.slug_parts(dc)  # a multi-GPU class: e.g. "cuda-2x-nvidia-h200-9.0-580-nv18"
+    if parts is None:
+        parts = [dc.backend]
+        if dc.vendor and dc.vendor.lower() not in dc.device_name.lower():
+            parts.append(dc.vendor)
+        parts += [dc.device_name, dc.compute_capability, dc.driver_major]
     text = "-".join(p for p in parts if p).lower()
     text = re.sub(r"[^a-z0-9.]+", "-", text).strip("-.")
     return re.sub(r"-{2,}", "-", text) or "unknown-device"

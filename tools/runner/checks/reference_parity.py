@@ -88,7 +88,7 @@ def logits_command(ctx: RunContext, bin_path: pathlib.Path, out: pathlib.Path, o
     if flash_attn == "off":
         argv += ["-ctk", "f32", "-ctv", "f32"]  # an F16 cache would round K/V as well
     if offload:
-        argv += ["-ngl", "99"]
+        argv += ["-ngl", "99", *ctx.split_args()]
     return argv
 
 
