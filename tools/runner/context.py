@@ -48,6 +48,11 @@ class RunContext:
         --tensor-split; llama-bench (bench=True) separates one test's values with "/". Empty for one GPU."""
         return split_args(self.config, self.lane.backend, bench)
 
+    @property
+    def backend0(self) -> str:
+        """ggml's name for the first device of the lane's backend (test-backend-ops -b)."""
+        return backends.get(self.lane.backend).ggml_device
+
 
 def split_args(config, backend: str, bench: bool = False) -> list[str]:
     gpus = getattr(config, "gpus", 1)
@@ -60,8 +65,3 @@ def split_args(config, backend: str, bench: bool = False) -> list[str]:
     if config.tensor_split:
         argv += ["-ts", config.tensor_split.replace(",", sep)]
     return argv
-
-    @property
-    def backend0(self) -> str:
-        """ggml's name for the first device of the lane's backend (test-backend-ops -b)."""
-        return backends.get(self.lane.backend).ggml_device

@@ -44,7 +44,9 @@ def _cuda_ctx(tmp_path: pathlib.Path, **kw) -> tuple[RunContext, Step]:
     lane = Lane("linux-x86_64-cuda", "cuda", "linux", "x86_64", "cuda", "cuda", ("llama-completion",), (), ())
     logs = tmp_path / "logs"
     logs.mkdir(exist_ok=True)
-    ctx = RunContext(config=cfg, lane=lane, logs_dir=logs, scratch_dir=tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(exist_ok=True)
+    ctx = RunContext(config=cfg, lane=lane, logs_dir=logs, scratch_dir=scratch)
     return ctx, Step("preflight", logs, ctx.tracker)
 
 
@@ -205,6 +207,69 @@ def test_one_gpu_commands_are_unchanged(tmp_path):
 def test_layer_is_the_default_split_mode(tmp_path):
     ctx, _ = _cuda_ctx(tmp_path, gpus=2, gpu_index=2)
     assert ctx.split_args() == ["-dev", "CUDA2,CUDA3", "-sm", "layer"]
+
+
+# --- the run lock covers every GPU of the split -------------------------------------------------
+
+def test_a_run_on_the_second_gpu_refuses_the_split_run(tmp_path, fake_host, monkeypatch):
+    from tools.runner import run_lock
+    from tools.runner.checks import preflight
+    monkeypatch.setattr(run_lock.RunLock, "start_watchdog", lambda self: None)
+    fake_host(QUERY_2, TOPO_2)
+    one, one_step = _cuda_ctx(tmp_path / "a", gpu_index=1)  # a one-GPU run on GPU 1
+    preflight.check_leftovers(one, one_step)
+    try:
+        split, split_step = _cuda_ctx(tmp_path / "b", gpus=2)
+        with pytest.raises(preflight_devices.Failed, match=r"another run is using device gpu1"):
+            preflight.check_leftovers(split, split_step)
+        split.tracker.release()
+    finally:
+        one.tracker.release()
+    split, split_step = _cuda_ctx(tmp_path / "c", gpus=2)
+    preflight.check_leftovers(split, split_step)  # both free now: the split run holds both
+    assert [p.name for p, _ in split.tracker.device_flocks] == ["gpu1.lock.json"]
+    later, later_step = _cuda_ctx(tmp_path / "d", gpu_index=1)
+    monkeypatch.setattr(preflight.time, "monotonic", iter(range(0, 10**6, 20)).__next__)  # no 15 s wait
+    with pytest.raises(preflight_devices.Failed, match=r"another run is using device gpu1"):
+        preflight.check_leftovers(later, later_step)
+    split.tracker.release()
+    fd = run_lock.try_flock(run_lock.lock_path("cuda", 1))  # released with the run
+    assert fd is not None
+    run_lock.release_flock(run_lock.lock_path("cuda", 1), fd)
+
+
+# --- cleanup: every GPU of the split back to its baseline ---------------------------------------
+
+def _two_gpu_memory(used0: int, used1: int) -> str:
+    return (f"NVIDIA H200, 9.0, 580.159.04, 143771 MiB, {used0} MiB\n"
+            f"NVIDIA H200, 9.0, 580.159.04, 143771 MiB, {used1} MiB\n")
+
+
+@pytest.mark.parametrize("after,verdict,named", [
+    ((30, 40), CR.PASS, ""),
+    ((30, 900), CR.FAIL, "after concurrency: GPU 1 device memory used 900 MiB > baseline 0 + 64 MiB"),
+])
+def test_cleanup_measures_every_gpu_of_the_split(tmp_path, fake_host, monkeypatch, after, verdict, named):
+    from tools.runner.checks import cleanup
+    monkeypatch.setattr(cleanup, "GRACE_S", 0.3)
+    live = tmp_path / "memory_now.txt"
+    bin_dir = fake_host(QUERY_2, TOPO_2)
+    fake_lane.install_fake_nvidia_smi(bin_dir, QUERY_2, TOPO_2, memory_used_file=live)
+    ctx, _ = _cuda_ctx(tmp_path, gpus=2)
+    ctx.device.vendor = "NVIDIA"
+    cleanup.after_step(ctx, "preflight", [])  # the baseline: 0 MiB on both GPUs
+    proc = ctx.tracker.popen(["true"])
+    proc.wait()
+    live.write_text(_two_gpu_memory(*after))  # what the step left on each GPU (the baseline read 0 MiB)
+    cleanup.after_step(ctx, "concurrency", [proc.pid])
+    step = Step("cleanup", ctx.logs_dir, ctx.tracker)
+    status, message = cleanup.run_cleanup(ctx, step)
+    assert status == verdict, message
+    assert named in message
+    _, metrics = cleanup.recompute(ctx.logs_dir)
+    assert metrics["gpu0.memory_before_mib"] == 0 and metrics["gpu1.memory_before_mib"] == 0
+    assert metrics["step.concurrency.gpu1.memory_used_mib"] == after[1]
+    assert metrics["memory_after_mib"] == after[0] and metrics["gpu1.memory_after_mib"] == after[1]
 
 
 if __name__ == "__main__":

@@ -79,6 +79,13 @@ def check_leftovers(ctx: RunContext, step: Step) -> None:
     ctx.tracker.lock = lock
     lock.start_watchdog()
     step.log(f"run lock {path} (run id {ctx.tracker.run_id}, watchdog {'on' if lock._watch_w is not None else 'off'})")
+    # A multi-GPU run holds every GPU it splits over: a run on any of them waits or is refused.
+    for index in range(cfg.gpu_index + 1, cfg.gpu_index + getattr(cfg, "gpus", 1)):
+        other = run_lock.lock_path(lane.backend, index)
+        fd = _take_device_lock(lane.lane_id, other)
+        ctx.tracker.device_flocks.append((other, fd))
+        _reap_previous(ctx, step, other)
+        step.log(f"device lock {run_lock.flock_path(other)} (GPU {index} of the split)")
 
 
 def _reap_previous(ctx: RunContext, step: Step, path: pathlib.Path) -> None:
@@ -204,6 +211,10 @@ def host_device_class(ctx: RunContext, step: Step) -> rpb.DeviceClass:
     accelerator lane the backend's device, driver and runtime (Unavailable when absent). A CPU lane's
     ggml variant (compute_capability) is read later, from the lane's own binaries (detect_cpu_variant)."""
     dc = check_cpu(ctx, step)
+    gpus = getattr(ctx.config, "gpus", 1)
+    if gpus != 1 and ctx.lane.backend != "cuda":
+        raise Failed(f"--gpus={gpus}: multi-GPU device classes are read for CUDA lanes only (nvidia-smi topo -m); "
+                     f"lane {ctx.lane.lane_id} is {ctx.lane.backend}")
     if ctx.lane.is_accelerator:
         isa = list(dc.isa_features)
         dc = BACKEND_CHECKS[backends.get(ctx.lane.backend).device_probe](ctx, step)
