@@ -209,6 +209,43 @@ def test_layer_is_the_default_split_mode(tmp_path):
     assert ctx.split_args() == ["-dev", "CUDA2,CUDA3", "-sm", "layer"]
 
 
+# --- parity: the split run against the CPU lane and against the same lane on one GPU -------------
+
+def _parity_logs(tmp_path, lane, single):
+    import numpy as np
+
+    from tools.runner import log_blocks
+    from tools.runner.checks import reference_parity as rp
+    tol = {"tol_max_abs_delta_logit": 0.05, "tol_mean_kl": 1e-4, "tol_top1_agreement_decisive": 1.0,
+           "tol_min_decisive_fraction": 0.5, "tie_margin": 0.1}
+    config = {k: repr(v) for k, v in tol.items()} | {f"single_gpu.{k}": repr(v) for k, v in tol.items()}
+    log_blocks.write_config(log_blocks.config_path(tmp_path, rp.STEP), config | {"prompt": "a prompt"})
+    ref = np.random.default_rng(0).normal(0, 3, (20, 32))
+    tokens = np.arange(20, dtype=np.int32)
+    rp.save_logits(tmp_path / rp.LOGITS_FILE, {"tokens": tokens, "expected_tokens": tokens, "reference": ref,
+                                               "cpu_lane": ref, "lane": ref + lane, "single_gpu": ref + single})
+    return rp
+
+
+def test_split_parity_passes_when_it_agrees_with_one_gpu(tmp_path):
+    rp = _parity_logs(tmp_path, 1e-3, 2e-3)
+    assert rp.problems(tmp_path) == []
+    counts, metrics = rp.recompute(tmp_path)
+    assert counts["single_gpu.n_tokens"] == 20 and metrics["single_gpu.max_abs_delta_logit"] < 2e-3
+
+
+def test_split_parity_fails_when_the_split_changes_the_logits(tmp_path):
+    rp = _parity_logs(tmp_path, 1e-3, 0.5)  # the one-GPU run differs from the split run by 0.5 per logit
+    assert any(p.startswith("vs the same lane on one GPU: max |delta logit|") for p in rp.problems(tmp_path))
+
+
+def test_split_run_compares_with_its_first_gpu_alone(tmp_path):
+    from tools.runner.checks import reference_parity as rp
+    ctx, _ = _cuda_ctx(tmp_path, gpus=2, split_mode="row", gpu_index=1)
+    argv = rp.logits_command(ctx, ctx.bin("llama-logits"), tmp_path / "o", True, "auto", single_gpu=True)
+    assert argv[-6:] == ["-ngl", "99", "-dev", "CUDA1", "-sm", "none"]
+
+
 # --- the run lock covers every GPU of the split -------------------------------------------------
 
 def test_a_run_on_the_second_gpu_refuses_the_split_run(tmp_path, fake_host, monkeypatch):

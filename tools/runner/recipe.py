@@ -89,7 +89,7 @@ def recipe_from_logs(logs_dir: pathlib.Path, accelerator: bool, bin_dir: str | N
     devices = 0
     for argv, text in lane_commands(logs_dir, bin_dir):
         mode = log_blocks.flag_value(argv, "-sm", "--split-mode")
-        if mode is not None:
+        if mode is not None and mode != "none":  # -sm none: reference_parity's one-GPU baseline, not the split
             modes.add(mode)
             splits.add((log_blocks.flag_value(argv, "-ts", "--tensor-split") or "").replace("/", ","))
             listed = log_blocks.flag_value(argv, "-dev", "--device") or ""
@@ -120,7 +120,7 @@ def recipe_from_logs(logs_dir: pathlib.Path, accelerator: bool, bin_dir: str | N
     recipe = rpb.Recipe(kv_cache_types=sorted(kv), flash_attention=sorted(fa), n_gpu_layers=ngl,
                         context_size=sizes["n_ctx"], batch_size=sizes["n_batch"], ubatch_size=sizes["n_ubatch"],
                         parallel_sequences=sizes["n_seq_max"])
-    if accelerator and modes and modes != {"none"}:
+    if accelerator and modes:
         recipe.split_mode = ",".join(sorted(modes))
         recipe.tensor_split = ";".join(sorted(splits))
         recipe.gpu_count = devices

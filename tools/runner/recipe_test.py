@@ -76,6 +76,9 @@ def _split_logs(tmp_path, mode="row", split="1,1", server_mode=None):
     split_args = f"-ngl 99 -dev CUDA0,CUDA1 -sm {mode} -ts {split}"
     (tmp_path / "reference_parity.log").write_text(
         f"$ {LANE}/llama-logits -m m.gguf -fa off -ctk f32 -ctv f32 {split_args}\n{devices}"
+        "load_tensors: offloaded 3/3 layers to GPU\n# exit 0 after 1s\n"
+        # reference_parity's one-GPU baseline: not the split the run proves.
+        f"$ {LANE}/llama-logits -m m.gguf -fa auto -ngl 99 -dev CUDA0 -sm none\n"
         "load_tensors: offloaded 3/3 layers to GPU\n# exit 0 after 1s\n")
     (tmp_path / "concurrency.server.log").write_text(devices + "load_tensors: offloaded 3/3 layers to GPU\n")
     server_args = split_args if server_mode is None else split_args.replace(f"-sm {mode}", f"-sm {server_mode}")
