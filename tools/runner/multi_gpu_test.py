@@ -101,7 +101,7 @@ def test_topology_with_too_many_gpus_refused():
 
 def test_two_gpu_host_device_class(tmp_path, fake_host):
     fake_host(QUERY_2, TOPO_2)
-    ctx, step = _cuda_ctx(tmp_path, gpus=2, split_mode="row", tensor_split="1,1")
+    ctx, step = _cuda_ctx(tmp_path, gpus=2, split_mode="layer", tensor_split="1,1")
     dc = preflight_devices.check_cuda(ctx, step)
     assert (dc.device_name, dc.compute_capability, dc.driver_major) == ("NVIDIA H200", "9.0", "580")
     gs = dc.gpu_set
@@ -120,6 +120,19 @@ def test_one_gpu_class_is_unchanged_on_a_two_gpu_host(tmp_path, fake_host):
     dc = preflight_devices.check_cuda(ctx, step)
     assert not dc.HasField("gpu_set")
     assert gpu_set.slug_parts(dc) is None and gpu_set.key(dc) == ()
+
+
+def test_row_split_on_a_backend_without_split_buffers_fails(tmp_path, fake_host):
+    fake_host(QUERY_2, TOPO_2)
+    ctx, step = _cuda_ctx(tmp_path, gpus=2, split_mode="row")
+    lib = ctx.config.lane_dir / "lib" / "libggml-cuda.so.0"
+    lib.write_bytes(b"\x7fELF ... ggml_backend_comm_init ... ggml_backend_get_features")
+    with pytest.raises(preflight_devices.Failed, match="offers no split buffer type"):
+        preflight_devices.check_cuda(ctx, step)
+    lib.write_bytes(b"\x7fELF ... " + b"x" * (1 << 20) + b"ggml_backend_split_buffer_type\0")  # across a chunk edge
+    assert preflight_devices.check_cuda(ctx, Step("preflight2", ctx.logs_dir, ctx.tracker)).gpu_set.count == 2
+    ctx, step = _cuda_ctx(tmp_path / "layer", gpus=2, split_mode="layer")  # layer split needs no split buffers
+    assert preflight_devices.check_cuda(ctx, step).gpu_set.count == 2
 
 
 def test_unreadable_topology_refuses_the_multi_gpu_run(tmp_path, fake_host):

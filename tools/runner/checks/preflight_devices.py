@@ -229,6 +229,26 @@ def split_problems(config) -> list[str]:
     return out
 
 
+# What llama.cpp asks a backend's registry for to split rows over devices (llama-model.cpp
+# make_gpu_buft_list); a backend that answers it holds the name as a string literal.
+SPLIT_BUFFER_PROC = "ggml_backend_split_buffer_type"
+_SPLIT_SCAN_MAX = 1 << 30
+
+
+def offers_split_buffers(lib: pathlib.Path) -> bool:
+    """Whether the backend library names SPLIT_BUFFER_PROC (read in chunks, at most 1 GiB)."""
+    needle = SPLIT_BUFFER_PROC.encode()
+    tail = b""
+    read = 0
+    with open(lib, "rb") as f:
+        while read < _SPLIT_SCAN_MAX and (chunk := f.read(1 << 20)):
+            read += len(chunk)
+            if needle in tail + chunk:
+                return True
+            tail = chunk[-len(needle):]
+    return False
+
+
 def _gpus_label(rows: list[dict[str, str]]) -> str:
     return "; ".join(f"GPU{i} {r['name']}" for i, r in enumerate(rows[:MAX_LISTED])) + (" ..." if len(rows) > MAX_LISTED else "")
 
@@ -272,6 +292,10 @@ def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
     lib = ctx.config.lane_dir / "lib" / "libggml-cuda.so.0"
     if not lib.is_file():
         raise Failed(f"missing artifact {lib}: not a CUDA lane build")
+    if gpus is not None and (cfg.split_mode or "layer") == "row" and not offers_split_buffers(lib):
+        raise Failed(f"--split_mode=row: the lane's {lib.name} offers no split buffer type (its backend registry "
+                     f"names no {SPLIT_BUFFER_PROC!r}), so llama.cpp refuses row split on it (\"does not support split "
+                     "buffers\"); certify --split_mode=layer, or a lane whose CUDA backend has split buffers")
     header = _tool_output(step, ["nvidia-smi"])
     loaded = cuda_runtime_libraries(step, lib)
     step.log("runtime libraries resolved for libggml-cuda.so.0: " + ", ".join(f"{k} -> {v}" for k, v in sorted(loaded.items())))
