@@ -31,7 +31,6 @@ from proto import certification_pb2, runner_report_pb2
 from tools.certify import schema_versions
 from tools.core import digest as core_digest
 from tools.policy import dsse, timestamps, trust
-from tools.runner import gpu_set
 from tools.policy import policy as policy_lib
 from tools.policy.errors import (
     ExpiredRecordError,
@@ -44,6 +43,7 @@ from tools.policy.errors import (
     ReportDigestError,
     UnsupportedSchemaError,
 )
+from tools.runner import gpu_set
 
 # The versions this signer writes; verification accepts every version in schema_versions.
 CERTIFICATION_SCHEMA_VERSION = 1
