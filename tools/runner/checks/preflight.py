@@ -18,7 +18,7 @@ from google.protobuf import text_format
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
-from tools.runner import backends, lane_files, log_blocks, model_file, run_lock
+from tools.runner import backends, gpu_set, lane_files, log_blocks, model_file, run_lock
 from tools.runner.checks.base import Check, option
 from tools.runner.checks.preflight_devices import (
     BACKEND_CHECKS,
@@ -287,7 +287,9 @@ def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None =
         return CR.FAIL, str(err)
     reaped = step.result.counts.get("leftover_processes_killed")
     note = f"; cleaned up a killed earlier run ({reaped} leftover process(es) killed, see preflight.log)" if reaped else ""
-    return CR.PASS, f"{ctx.device.backend} {ctx.device.device_name} ({ctx.device.compute_capability}){note}"
+    split = (f"; split over {gpu_set.label(ctx.device)}, split mode {cfg.split_mode or 'layer'}"
+             if gpu_set.count(ctx.device) >= 2 else "")
+    return CR.PASS, f"{ctx.device.backend} {ctx.device.device_name} ({ctx.device.compute_capability}){split}{note}"
 
 
 @dataclasses.dataclass(frozen=True)
