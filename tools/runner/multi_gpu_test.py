@@ -114,6 +114,20 @@ def test_two_gpu_host_device_class(tmp_path, fake_host):
     assert step.result.metrics["gpu_count"] == 2
 
 
+def test_the_gpu_set_is_re_derived_from_the_preflight_log(tmp_path, fake_host):
+    from tools.runner.checks import preflight
+    fake_host(QUERY_2, TOPO_2)
+    ctx, step = _cuda_ctx(tmp_path, gpus=2)
+    dc = preflight_devices.check_cuda(ctx, step)
+    step.log(f"device class: {dc}".replace("\n", " "))
+    step.finish(CR.PASS, "")
+    assert preflight.gpu_set_problems(ctx.logs_dir, dc) == []
+    forged = rpb.DeviceClass()
+    forged.CopyFrom(dc)
+    forged.gpu_set.interconnect = "NV4"  # a class that claims other links than the host printed
+    assert "is not what nvidia-smi printed" in preflight.gpu_set_problems(ctx.logs_dir, forged)[0]
+
+
 def test_one_gpu_class_is_unchanged_on_a_two_gpu_host(tmp_path, fake_host):
     fake_host(QUERY_2, TOPO_2)
     ctx, step = _cuda_ctx(tmp_path)

@@ -158,6 +158,29 @@ def device_class_from_logs(logs_dir: pathlib.Path) -> rpb.DeviceClass | None:
         return None
 
 
+def gpu_set_problems(logs_dir: pathlib.Path, dc: rpb.DeviceClass) -> list[str]:
+    """A multi-GPU class must be what nvidia-smi printed in this log: its query rows and its
+    `topo -m` matrix, re-parsed (fail closed), for the GPUs the step config names."""
+    if gpu_set.count(dc) < 2:
+        return []
+    text = log_blocks.read(pathlib.Path(logs_dir) / "preflight.log")
+    config = log_blocks.step_config(pathlib.Path(logs_dir), "preflight")
+    queries = [c for c in log_blocks.commands(text) if c.argv == backends.NVIDIA_QUERY and c.exit_code == 0]
+    topos = [c for c in log_blocks.commands(text) if c.argv == gpu_set.NVIDIA_TOPO and c.exit_code == 0]
+    if not queries or not topos:
+        return ["the device class names a GPU set, but preflight.log holds no nvidia-smi query or topo -m output"]
+    first, count = int(config.get("gpu_index", "0")), int(config.get("gpus", "0"))
+    try:
+        rows = parse_nvidia_smi_query(queries[-1].output)
+        again = gpu_set.make_gpu_set(rows, list(range(first, first + count)), gpu_set.parse_topology(topos[-1].output))
+    except (gpu_set.TopologyError, IndexError, KeyError) as err:
+        return [f"the GPU set cannot be re-derived from preflight.log: {err}"]
+    if again != dc.gpu_set:
+        return [f"the device class's GPU set ({gpu_set.label(dc)}) is not what nvidia-smi printed in preflight.log "
+                f"({again.count}x, interconnect {again.interconnect or '?'})"]
+    return []
+
+
 def model_from_logs(logs_dir: pathlib.Path) -> tuple[str, int] | None:
     """(sha256, size) of the model preflight inspected, from its `model:` line."""
     text = log_blocks.runner_lines(log_blocks.read(pathlib.Path(logs_dir) / "preflight.log"))
@@ -182,6 +205,8 @@ def problems(logs_dir: pathlib.Path, lane: object = None) -> list[str]:
         out.append("preflight logged no readable device class")
     elif dc.backend != backend:
         out.append(f"device class backend {dc.backend!r} is not the lane's {backend!r}")
+    else:
+        out += gpu_set_problems(logs_dir, dc)
     evidence_lane = config.get("evidence_lane_id")
     if evidence_lane is None:
         from tools.runner.checks import artifact_integrity  # the run's bound build evidence
