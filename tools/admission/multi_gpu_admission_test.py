@@ -159,14 +159,28 @@ def _fake_host(tmp_path, monkeypatch, query_file: str, topo_file: str):
     return lane_dir, evidence, fake_lane.SPEC, scratch
 
 
+def _node_json(tmp_path, lane_dir, evidence, spec, gpus: int):
+    """node_json_cli in its own process (its absl flags are process-global), on the fake host's PATH."""
+    import subprocess
+
+    from google.protobuf import json_format
+
+    from proto import admission_pb2
+    out = tmp_path / "node.json"
+    proc = subprocess.run([sys.executable, "-m", "tools.admission.node_json_cli", "--lane=cuda", f"--lane_dir={lane_dir}",
+                           f"--evidence={evidence}", f"--spec={spec}", "--node_id=node-x", f"--out={out}", f"--gpus={gpus}"],
+                          capture_output=True, text=True, timeout=120)
+    node = json_format.Parse(out.read_text(), admission_pb2.NodeDescription()) if proc.returncode == 0 else None
+    return proc.returncode, proc.stderr, node
+
+
 def test_node_json_of_a_two_gpu_node_is_admitted_by_the_two_gpu_record_only(tmp_path, monkeypatch, policy, key):
-    from tools.admission import node_json_cli
-    lane_dir, evidence, spec, scratch = _fake_host(tmp_path, monkeypatch, "nvidia_smi_query_h200x2.txt",
-                                                   "nvidia_smi_topo_h200x2.txt")
-    node = node_json_cli.describe("cuda", lane_dir, evidence, spec, "node-2x", [], scratch, gpus=2)
+    lane_dir, evidence, spec, _ = _fake_host(tmp_path, monkeypatch, "nvidia_smi_query_h200x2.txt",
+                                             "nvidia_smi_topo_h200x2.txt")
+    code, err, node = _node_json(tmp_path, lane_dir, evidence, spec, 2)
+    assert code == 0, err
     assert node.device_class.gpu_set.count == 2 and node.device_class.gpu_set.interconnect == "NV18"
     rep = report(True)
-    rep.device_class.driver_version = node.device_class.driver_version
     # The record is bound to its own build: give the node the record's, to judge the device class alone.
     node.build_evidence_digest = rep.build_evidence_digest
     node.ClearField("artifacts")
@@ -178,11 +192,10 @@ def test_node_json_of_a_two_gpu_node_is_admitted_by_the_two_gpu_record_only(tmp_
 
 
 def test_node_json_for_two_gpus_on_a_one_gpu_host_is_refused(tmp_path, monkeypatch):
-    from tools.admission import node_json_cli
-    from tools.runner.checks.preflight_devices import Unavailable
-    lane_dir, evidence, spec, scratch = _fake_host(tmp_path, monkeypatch, "nvidia_smi_query_h200.txt", "")
-    with pytest.raises(Unavailable, match="^this host has 1 GPU; the certification asks for 2"):
-        node_json_cli.describe("cuda", lane_dir, evidence, spec, "node-1", [], scratch, gpus=2)
+    lane_dir, evidence, spec, _ = _fake_host(tmp_path, monkeypatch, "nvidia_smi_query_h200.txt", "")
+    code, err, node = _node_json(tmp_path, lane_dir, evidence, spec, 2)
+    assert code == 1 and node is None
+    assert "this host cannot run lane cuda: this host has 1 GPU; the certification asks for 2" in err, err
 
 
 if __name__ == "__main__":
