@@ -40,6 +40,7 @@ from tools.policy import policy as policy_lib
 from tools.policy.errors import TrustError, UnreadableInputError
 from tools.probe import probe as probe_lib
 from tools.probe.probe_log import VerifiedProbe
+from tools.runner import gpu_set
 from tools.runner.checks import corpus_parity
 
 VERIFIER = "lanes-admission/1 (tools/admission/admission.py)"
@@ -292,6 +293,11 @@ def recipe_refusal(proven: runner_report_pb2.Recipe | None, asked: runner_report
         out.append(f"flash attention {extra} not proven (proven {sorted(set(proven.flash_attention))})")
     if asked.n_gpu_layers != proven.n_gpu_layers:
         out.append(f"n_gpu_layers {asked.n_gpu_layers} != proven {proven.n_gpu_layers}")
+    # A multi-GPU split is proven per split mode and tensor split: layer never vouches for row.
+    for field, label in (("gpu_count", "GPU count"), ("split_mode", "split mode"), ("tensor_split", "tensor split")):
+        a, p = getattr(asked, field), getattr(proven, field)
+        if a != p:
+            out.append(f"{label} {a or '(none)'} != proven {p or '(none)'}")
     for field in ("context_size", "batch_size", "ubatch_size", "parallel_sequences"):
         a, p = getattr(asked, field), getattr(proven, field)
         if a == 0:
@@ -321,6 +327,9 @@ def record_refusals(
         return [f"{SCOPE_LANE_MISMATCH}: {where}: record is for lane {rec.scope.lane_id!r}, node runs {node.lane_id!r}"]
     rdc, ndc = rec.scope.device_class, node.device_class
     diffs = [f"{f} {getattr(rdc, f)!r} != node {getattr(ndc, f)!r}" for f in SCOPE_FIELDS if getattr(rdc, f) != getattr(ndc, f)]
+    # Multi-GPU classes: the same count, GPUs and interconnect; a one-GPU record never admits a
+    # two-GPU node, nor the other way round.
+    diffs += gpu_set.diffs(rdc, ndc)
     # Every mismatch is named, not the first: an operator fixing the device class should not learn
     # about the model only on the next refusal.
     out = []
@@ -374,8 +383,8 @@ def record_refusals(
     return out
 
 
-def scope_key(lane_id: str, dc: runner_report_pb2.DeviceClass) -> tuple[str, ...]:
-    return (lane_id, *(getattr(dc, f) for f in SCOPE_FIELDS))
+def scope_key(lane_id: str, dc: runner_report_pb2.DeviceClass) -> tuple:
+    return (lane_id, *(getattr(dc, f) for f in SCOPE_FIELDS), gpu_set.key(dc))
 
 
 def _node_problem(node: admission_pb2.NodeDescription) -> str:
@@ -515,7 +524,8 @@ def _compatibility_refusal(rec, lanes, model, admitted, policy=None, recipe=None
 
 
 def _dc_label(dc: runner_report_pb2.DeviceClass) -> str:
-    return "/".join(v for v in (dc.backend, dc.vendor, dc.device_name, dc.compute_capability, dc.driver_major) if v) or "(none)"
+    text = "/".join(v for v in (dc.backend, dc.vendor, dc.device_name, dc.compute_capability, dc.driver_major) if v) or "(none)"
+    return f"{text} ({gpu_set.label(dc)})" if gpu_set.count(dc) >= 2 else text
 
 
 def decide(

@@ -3,6 +3,7 @@
   admission_cli --policy=policy.json --records_dir=records --node=node-a.json --node=node-b.json \\
                 --model_sha256=<hex> [--model_shard_sha256=<hex> ...] \\
                 [--kv_cache_type=f16] [--flash_attention=auto] [--n_gpu_layers=-1] \\
+                [--gpus=2 --split_mode=layer|row --tensor_split=1,1] \\
                 [--context_size=4096] [--context_per_sequence=0] [--batch_size=2048] [--ubatch_size=512] [--parallel=1] \\
                 --out=decision.json
   admission_cli --policy=policy.json --records_dir=records --route=route.json --out=decision.json
@@ -73,6 +74,10 @@ def define_flags(fv: flags.FlagValues | None = None) -> flags.FlagValues:
     flags.DEFINE_integer("batch_size", 2048, "Logical batch (-b).", lower_bound=1, flag_values=fv)
     flags.DEFINE_integer("ubatch_size", 512, "Physical batch (-ub).", lower_bound=1, flag_values=fv)
     flags.DEFINE_integer("parallel", 1, "Concurrent sequences / server slots (-np).", lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("gpus", 1, "GPUs the route's model is split over (1: one GPU).", lower_bound=1, flag_values=fv)
+    flags.DEFINE_string("split_mode", "", "--gpus >= 2: llama.cpp --split-mode, layer or row (default layer).", flag_values=fv)
+    flags.DEFINE_string("tensor_split", "", "--gpus >= 2: llama.cpp --tensor-split, e.g. 1,1 (default: by free memory).",
+                        flag_values=fv)
     return fv
 
 
@@ -91,7 +96,8 @@ def run(fv: flags.FlagValues, out=sys.stdout, err=sys.stderr) -> int:
         print("usage: give either --route or --node/--model_sha256, not both", file=err)
         return EXIT_UNUSABLE_INPUT
     recipe = admission_files.recipe_from_flags(fv.kv_cache_type, fv.flash_attention, fv.n_gpu_layers, fv.context_size,
-                               fv.batch_size, fv.ubatch_size, fv.parallel, fv.context_per_sequence)
+                               fv.batch_size, fv.ubatch_size, fv.parallel, fv.context_per_sequence,
+                               fv.gpus, fv.split_mode, fv.tensor_split)
     try:
         if fv.repository_url:
             decision, route, view = admission_files.decide_from_repository(

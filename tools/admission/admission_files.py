@@ -53,12 +53,15 @@ def load_route(path: pathlib.Path | str) -> admission_pb2.RouteRequest:
 
 def recipe_from_flags(kv_cache_types: Sequence[str], flash_attention: str, n_gpu_layers: int, context_size: int,
                       batch_size: int, ubatch_size: int, parallel: int,
-                      context_per_sequence: int = 0) -> runner_report_pb2.Recipe:
+                      context_per_sequence: int = 0, gpus: int = 1, split_mode: str = "",
+                      tensor_split: str = "") -> runner_report_pb2.Recipe:
     return runner_report_pb2.Recipe(
         kv_cache_types=sorted(set(kv_cache_types)),
         flash_attention=["off", "on"] if flash_attention == "auto" else [flash_attention],
         n_gpu_layers=n_gpu_layers, context_size=context_size, batch_size=batch_size,
         ubatch_size=ubatch_size, parallel_sequences=parallel, context_per_sequence=context_per_sequence,
+        gpu_count=gpus if gpus >= 2 else 0, split_mode=(split_mode or "layer") if gpus >= 2 else split_mode,
+        tensor_split=tensor_split,
     )
 
 

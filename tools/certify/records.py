@@ -43,6 +43,7 @@ from tools.policy.errors import (
     ReportDigestError,
     UnsupportedSchemaError,
 )
+from tools.runner import gpu_set
 
 # The versions this signer writes; verification accepts every version in schema_versions.
 CERTIFICATION_SCHEMA_VERSION = 1
@@ -87,10 +88,12 @@ def record_digest_of_json(data: bytes | str) -> str:
 
 def device_class_slug(dc: runner_report_pb2.DeviceClass) -> str:
     """File-name-safe summary of the scope key, e.g. "cuda-nvidia-h200-9.0-580"."""
-    parts = [dc.backend]
-    if dc.vendor and dc.vendor.lower() not in dc.device_name.lower():
-        parts.append(dc.vendor)
-    parts += [dc.device_name, dc.compute_capability, dc.driver_major]
+    parts = gpu_set.slug_parts(dc)  # a multi-GPU class: e.g. "cuda-2x-nvidia-h200-9.0-580-nv18"
+    if parts is None:
+        parts = [dc.backend]
+        if dc.vendor and dc.vendor.lower() not in dc.device_name.lower():
+            parts.append(dc.vendor)
+        parts += [dc.device_name, dc.compute_capability, dc.driver_major]
     text = "-".join(p for p in parts if p).lower()
     text = re.sub(r"[^a-z0-9.]+", "-", text).strip("-.")
     return re.sub(r"-{2,}", "-", text) or "unknown-device"

@@ -22,6 +22,7 @@ from tools.policy import dsse, timestamps
 from tools.policy import policy as policy_lib
 from tools.policy.errors import TrustError
 from tools.publish import revocations as revocations_lib
+from tools.runner import gpu_set
 
 CERTIFIED = "certified"
 # The lane is built here, but no record names this build's evidence: a record proves the artifacts
@@ -39,6 +40,8 @@ def describe_device_class(dc: runner_report_pb2.DeviceClass) -> str:
         parts.append(f"cc {dc.compute_capability}")
     if dc.driver_major:
         parts.append(f"driver {dc.driver_major}")
+    if gpu_set.count(dc) >= 2:
+        parts.append(gpu_set.label(dc))  # e.g. "2x NVIDIA H200 (9.0), NV18"
     parts.append(f"{dc.os}-{dc.arch}")
     return " / ".join(p for p in parts if p)
 

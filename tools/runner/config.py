@@ -46,7 +46,12 @@ class RunOptions:
     n_predict: int = option(16)
     seed: int = option(-1)
     build_provenance: str = option("bazel", 'How the artifacts came to be: "bazel" or "rebuild-from-lane-spec on <host>".')
-    gpu_index: int = option(0, "GPU (nvidia-smi index) the run is about.")
+    gpu_index: int = option(0, "GPU (nvidia-smi index) the run is about; with --gpus=N, the first of N consecutive ones.")
+    gpus: int = option(1, "GPUs of this host the model is split over (CUDA lanes; N >= 2 certifies a multi-GPU "
+                       "device class: every GPU and the interconnect nvidia-smi topo -m reports).")
+    split_mode: str = option("", "--gpus >= 2: llama.cpp's --split-mode, layer or row (default layer).")
+    tensor_split: str = option("", "--gpus >= 2: llama.cpp's --tensor-split, one weight per GPU, e.g. 1,1 "
+                               "(default: llama.cpp's split by free memory).")
     policy: pathlib.Path | None = option(
         None, "Admission policy JSON: its floors and ceilings for this lane bind the run (a run without one is "
         "not recordable).", path=True)

@@ -39,10 +39,29 @@ class RunContext:
 
     @property
     def ngl(self) -> list[str]:
-        """Full offload on accelerator lanes; nothing to offload on the CPU lane."""
-        return ["-ngl", "99"] if self.lane.is_accelerator else []
+        """Full offload on accelerator lanes (split over --gpus devices: split_args); nothing to
+        offload on the CPU lane."""
+        return ["-ngl", "99", *self.split_args()] if self.lane.is_accelerator else []
+
+    def split_args(self, bench: bool = False) -> list[str]:
+        """A multi-GPU run's llama.cpp flags: its devices (-dev CUDA<i>,...), --split-mode and
+        --tensor-split; llama-bench (bench=True) separates one test's values with "/". Empty for one GPU."""
+        return split_args(self.config, self.lane.backend, bench)
 
     @property
     def backend0(self) -> str:
         """ggml's name for the first device of the lane's backend (test-backend-ops -b)."""
         return backends.get(self.lane.backend).ggml_device
+
+
+def split_args(config, backend: str, bench: bool = False) -> list[str]:
+    gpus = getattr(config, "gpus", 1)
+    if gpus < 2:
+        return []
+    sep = "/" if bench else ","
+    prefix = backends.get(backend).ggml_device.rstrip("0123456789")
+    first = config.gpu_index
+    argv = ["-dev", sep.join(f"{prefix}{first + i}" for i in range(gpus)), "-sm", config.split_mode or "layer"]
+    if config.tensor_split:
+        argv += ["-ts", config.tensor_split.replace(",", sep)]
+    return argv

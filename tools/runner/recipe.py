@@ -13,6 +13,10 @@ names, e.g. `(log: concurrency.server.log)`):
   n_batch / n_ubatch / n_seq_max` the binaries logged, else the -c / -b / -ub / -np values;
 - context_per_sequence: the serving step's cells per slot from the runner's own llama-server argv
   (-c over -np; -c itself with a unified KV cache, where one sequence may fill it all);
+- gpu_count, split_mode, tensor_split (multi-GPU runs only, runner --gpus >= 2): -sm / --split-mode
+  and -ts / --tensor-split as the commands passed them (commands that disagree: every value, comma
+  (";" between tensor splits) joined, which no route asks for), and the most distinct devices one command logged
+  (`using device CUDA<n>`), else its -dev list; 0 / empty when no command split the model;
 - longest_sequence_tokens: the most tokens of one sequence whose outputs a step that PASSED
   verified, from the runner's own files: corpus_parity's chunks (positions up to context-2 are
   scored: context-1 tokens) and reference_parity's prompt. (Runs before runner 0.5.0 recorded neither.)
@@ -30,6 +34,7 @@ from tools.runner import log_blocks
 
 _FA_RESOLVED = re.compile(r"Flash Attention (enabled|disabled)")
 _FA_CONTEXT = re.compile(r"llama_context: flash_attn\s*=\s*(enabled|disabled)")
+_USING_DEVICE = re.compile(r"using device ([A-Za-z]+[0-9]+) \(")
 _OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
 _CTX = {key: re.compile(rf"llama_context: {key}\s*=\s*(\d+)") for key in ("n_ctx", "n_batch", "n_ubatch", "n_seq_max")}
 # Runs from this runner version record context_per_sequence and longest_sequence_tokens.
@@ -79,7 +84,16 @@ def recipe_from_logs(logs_dir: pathlib.Path, accelerator: bool, bin_dir: str | N
     offload: list[int] = []
     sizes = {k: 0 for k in _CTX}
     server_seq: list[int] = []
+    modes: set[str] = set()
+    splits: set[str] = set()
+    devices = 0
     for argv, text in lane_commands(logs_dir, bin_dir):
+        mode = log_blocks.flag_value(argv, "-sm", "--split-mode")
+        if mode is not None and mode != "none":  # -sm none: reference_parity's one-GPU baseline, not the split
+            modes.add(mode)
+            splits.add((log_blocks.flag_value(argv, "-ts", "--tensor-split") or "").replace("/", ","))
+            listed = log_blocks.flag_value(argv, "-dev", "--device") or ""
+            devices = max(devices, len(set(_USING_DEVICE.findall(text))) or len([d for d in re.split(r"[,/]", listed) if d]))
         if pathlib.PurePath(argv[0]).name == "llama-server":
             server_seq.append(_cells_per_slot(argv))
         kv.add(log_blocks.flag_value(argv, "-ctk", "--cache-type-k") or "f16")
@@ -106,6 +120,10 @@ def recipe_from_logs(logs_dir: pathlib.Path, accelerator: bool, bin_dir: str | N
     recipe = rpb.Recipe(kv_cache_types=sorted(kv), flash_attention=sorted(fa), n_gpu_layers=ngl,
                         context_size=sizes["n_ctx"], batch_size=sizes["n_batch"], ubatch_size=sizes["n_ubatch"],
                         parallel_sequences=sizes["n_seq_max"])
+    if accelerator and modes:
+        recipe.split_mode = ",".join(sorted(modes))
+        recipe.tensor_split = ";".join(sorted(splits))
+        recipe.gpu_count = devices
     if not log_blocks.run_predates(SEQUENCE_FIELDS_SINCE):
         recipe.context_per_sequence = max(server_seq or [0])
         recipe.longest_sequence_tokens = longest_sequence(logs_dir)

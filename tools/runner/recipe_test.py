@@ -68,5 +68,41 @@ def test_cells_per_slot_come_from_the_runners_argv_and_a_longer_claim_is_refused
         rpb.Recipe(context_per_sequence=256, longest_sequence_tokens=30))
 
 
+def _split_logs(tmp_path, mode="row", split="1,1", server_mode=None):
+    """A two-GPU run's proving commands, with llama.cpp's own `using device` lines."""
+    (tmp_path / "artifact_integrity.log").write_text(f"$ {LANE}/llama-completion --version\n# exit 0 after 0.01s\n")
+    devices = ("llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (0000:00:06.0) - 143000 MiB free\n"
+               "llama_model_load_from_file_impl: using device CUDA1 (NVIDIA H200) (0000:00:07.0) - 143000 MiB free\n")
+    split_args = f"-ngl 99 -dev CUDA0,CUDA1 -sm {mode} -ts {split}"
+    (tmp_path / "reference_parity.log").write_text(
+        f"$ {LANE}/llama-logits -m m.gguf -fa off -ctk f32 -ctv f32 {split_args}\n{devices}"
+        "load_tensors: offloaded 3/3 layers to GPU\n# exit 0 after 1s\n"
+        # reference_parity's one-GPU baseline: not the split the run proves.
+        f"$ {LANE}/llama-logits -m m.gguf -fa auto -ngl 99 -dev CUDA0 -sm none\n"
+        "load_tensors: offloaded 3/3 layers to GPU\n# exit 0 after 1s\n")
+    (tmp_path / "concurrency.server.log").write_text(devices + "load_tensors: offloaded 3/3 layers to GPU\n")
+    server_args = split_args if server_mode is None else split_args.replace(f"-sm {mode}", f"-sm {server_mode}")
+    (tmp_path / "concurrency.log").write_text(
+        f"$ {LANE}/llama-server -m m.gguf --port 1 -np 4 -c 1024 {server_args}  (log: concurrency.server.log)\n"
+        "# llama-server stopped, exit 0\n")
+    return tmp_path
+
+
+def test_recipe_of_a_two_gpu_run_names_its_split(tmp_path):
+    r = recipe.recipe_from_logs(_split_logs(tmp_path), accelerator=True)
+    assert (r.gpu_count, r.split_mode, r.tensor_split) == (2, "row", "1,1")
+    assert r.n_gpu_layers == -1
+
+
+def test_commands_that_disagree_on_the_split_mode_record_both(tmp_path):
+    r = recipe.recipe_from_logs(_split_logs(tmp_path, mode="layer", server_mode="row"), accelerator=True)
+    assert r.split_mode == "layer,row"  # no route asks for that: admission refuses every route
+
+
+def test_one_gpu_recipe_has_no_split(tmp_path):
+    r = recipe.recipe_from_logs(_logs(tmp_path), accelerator=True)
+    assert (r.gpu_count, r.split_mode, r.tensor_split) == (0, "", "")
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -153,6 +153,8 @@ class ProcessTracker:
         self.step: Step | None = None  # the step whose log records the environment of what starts now
         self.extra_env: dict[str, str] = {}  # explicitly given to every child (logged like the rest)
         self.env_records: dict[str, dict] = {}  # step name -> its environment record, until cleanup logs it
+        # A multi-GPU run's flocks on its GPUs after the first (the run lock holds the first's).
+        self.device_flocks: list[tuple[pathlib.Path, int]] = []
         self.subreaper = become_child_subreaper()
         for name in ENV_RUNNER_SET:  # from here on, a value is the runner's own (child_env)
             os.environ.pop(name, None)
@@ -189,6 +191,8 @@ class ProcessTracker:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+        while self.device_flocks:
+            run_lock.release_flock(*self.device_flocks.pop())
 
     def stop_all(self, grace_s: float = 5.0) -> None:
         for proc in self.procs:

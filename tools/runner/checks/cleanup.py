@@ -185,8 +185,28 @@ def _kill_strays(ctx: RunContext, pids: list[int]) -> list[str]:
     return lines
 
 
-def _memory_probe(ctx: RunContext, baseline: float | None) -> list[str]:
-    """`$ nvidia-smi ...` blocks (raw output), repeated within the grace period while above tolerance."""
+def gpu_indices(gpu_index: int, gpus: int) -> list[int]:
+    """The GPUs a run uses: --gpu_index and, with --gpus=N, the N-1 after it."""
+    return list(range(gpu_index, gpu_index + max(gpus, 1)))
+
+
+def _ctx_indices(ctx: RunContext) -> list[int]:
+    return gpu_indices(ctx.config.gpu_index, getattr(ctx.config, "gpus", 1))
+
+
+def memory_used_set(nvidia_smi_output: str, indices: list[int]) -> list[float] | None:
+    """memory.used of each GPU in `indices`; None when any of them cannot be read."""
+    used = [memory_used_mib(nvidia_smi_output, i) for i in indices]
+    return None if any(u is None for u in used) else used
+
+
+def _above(used: list[float] | None, baseline: list[float] | None, tolerance: float) -> bool:
+    return baseline is not None and used is not None and any(u - b > tolerance for u, b in zip(used, baseline))
+
+
+def _memory_probe(ctx: RunContext, baseline: list[float] | None) -> list[str]:
+    """`$ nvidia-smi ...` blocks (raw output), repeated within the grace period while any of the run's
+    GPUs is above tolerance."""
     lines: list[str] = []
     deadline = time.monotonic() + GRACE_S
     while True:
@@ -198,8 +218,8 @@ def _memory_probe(ctx: RunContext, baseline: float | None) -> list[str]:
         except (OSError, subprocess.TimeoutExpired) as err:
             out, code = f"{type(err).__name__}: {err}", 127
         lines += [out, f"# exit {code} after 0s"]
-        used = memory_used_mib(out, ctx.config.gpu_index) if code == 0 else None
-        if baseline is None or used is None or used - baseline <= ctx.config.memory_tolerance_mib:
+        used = memory_used_set(out, _ctx_indices(ctx)) if code == 0 else None
+        if not _above(used, baseline, ctx.config.memory_tolerance_mib):
             return lines
         if time.monotonic() >= deadline:
             return lines
@@ -228,6 +248,8 @@ def after_step(ctx: RunContext, step_name: str, pids: list[int]) -> None:
     if first:
         lines += [f"# lanes-config backend={ctx.lane.backend}", f"# lanes-config gpu_index={ctx.config.gpu_index}",
                   f"# lanes-config memory_tolerance_mib={ctx.config.memory_tolerance_mib!r}"]
+        if getattr(ctx.config, "gpus", 1) >= 2:  # every GPU of a split run is measured
+            lines.append(f"# lanes-config gpus={ctx.config.gpus}")
         if _gpu(ctx):
             lines += ["## baseline (device memory before any lane binary ran)"] + _memory_probe(ctx, None)
     # Observed after every step: a daemon of a step that tracked no process of its own is found too.
@@ -247,9 +269,9 @@ def after_step(ctx: RunContext, step_name: str, pids: list[int]) -> None:
         f.write("".join(line + "\n" for line in lines))
 
 
-def _baseline(text: str, ctx: RunContext) -> float | None:
+def _baseline(text: str, ctx: RunContext) -> list[float] | None:
     for cmd in _sections(text).get("baseline", {}).get("commands", []):
-        return memory_used_mib(cmd.output, ctx.config.gpu_index) if cmd.exit_code == 0 else None
+        return memory_used_set(cmd.output, _ctx_indices(ctx)) if cmd.exit_code == 0 else None
     return None
 
 
@@ -286,6 +308,8 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
     final_text = log_blocks.read(logs_dir / "cleanup.log")
     cfg = log_blocks.legacy_config(steps_text)  # the runner writes this file whole, tool output in blocks
     gpu_index = int(cfg.get("gpu_index", "0"))
+    indices = gpu_indices(gpu_index, int(cfg.get("gpus", "1")))
+    multi = len(indices) > 1
     tolerance = float(cfg.get("memory_tolerance_mib", "64"))
     counts: dict[str, int] = {}
     metrics: dict[str, float] = {}
@@ -294,11 +318,14 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
     baseline = None
     if "baseline" in sections:
         cmds = sections["baseline"]["commands"]
-        baseline = memory_used_mib(cmds[-1].output, gpu_index) if cmds and cmds[-1].exit_code == 0 else None
+        baseline = memory_used_set(cmds[-1].output, indices) if cmds and cmds[-1].exit_code == 0 else None
         if baseline is None:
             problems.append("baseline device memory could not be read")
         else:
-            metrics["memory_before_mib"] = baseline
+            metrics["memory_before_mib"] = baseline[0]  # the first GPU, as for a one-GPU run
+            if multi:
+                for i, b in zip(indices, baseline):
+                    metrics[f"gpu{i}.memory_before_mib"] = b
         metrics["memory_tolerance_mib"] = tolerance
 
     def judge(where: str, sec: dict, key_prefix: str) -> bool:
@@ -318,13 +345,20 @@ def evaluate(logs_dir: pathlib.Path) -> tuple[dict[str, int], dict[str, float], 
             return True
         if "baseline" in sections and sec["commands"]:
             last = sec["commands"][-1]
-            used = memory_used_mib(last.output, gpu_index) if last.exit_code == 0 else None
+            used = memory_used_set(last.output, indices) if last.exit_code == 0 else None
             if used is None:
                 problems.append(f"{where}: device memory could not be read")
                 return True
-            metrics[f"{key_prefix}memory_used_mib" if key_prefix else "memory_after_mib"] = used
-            if baseline is not None and used - baseline > tolerance:
-                problems.append(f"{where}: device memory used {used:.0f} MiB > baseline {baseline:.0f} + {tolerance:g} MiB")
+            name = f"{key_prefix}memory_used_mib" if key_prefix else "memory_after_mib"
+            metrics[name] = used[0]
+            if multi:
+                for i, u in zip(indices, used):
+                    metrics[f"{key_prefix}gpu{i}.{name.removeprefix(key_prefix)}"] = u
+            if _above(used, baseline, tolerance):
+                for i, u, b in zip(indices, used, baseline):
+                    if u - b > tolerance:
+                        gpu = f"GPU {i} " if multi else ""
+                        problems.append(f"{where}: {gpu}device memory used {u:.0f} MiB > baseline {b:.0f} + {tolerance:g} MiB")
                 return True
         return bool(left)
 

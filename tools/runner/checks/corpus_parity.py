@@ -116,7 +116,7 @@ def perplexity_command(ctx: RunContext, bin_path: pathlib.Path, out: pathlib.Pat
     # Against float64: flash attention off and an F32 KV cache, as in reference_parity.
     argv += ["-fa", "off", "-ctk", "f32", "-ctv", "f32"] if exact else ["-fa", "auto"]
     if offload:
-        argv += ["-ngl", "99"]
+        argv += ["-ngl", "99", *ctx.split_args()]
     return argv
 
 

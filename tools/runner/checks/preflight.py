@@ -19,7 +19,7 @@ from google.protobuf import text_format
 
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
-from tools.runner import backends, host_load, lane_files, log_blocks, model_file, run_lock
+from tools.runner import backends, gpu_set, host_load, lane_files, log_blocks, model_file, run_lock
 from tools.runner.checks.base import Check, option
 from tools.runner.checks.preflight_devices import (
     BACKEND_CHECKS,
@@ -82,6 +82,13 @@ def check_leftovers(ctx: RunContext, step: Step) -> None:
     ctx.tracker.lock = lock
     lock.start_watchdog()
     step.log(f"run lock {path} (run id {ctx.tracker.run_id}, watchdog {'on' if lock._watch_w is not None else 'off'})")
+    # A multi-GPU run holds every GPU it splits over: a run on any of them waits or is refused.
+    for index in range(cfg.gpu_index + 1, cfg.gpu_index + getattr(cfg, "gpus", 1)):
+        other = run_lock.lock_path(lane.backend, index)
+        fd = _take_device_lock(lane.lane_id, other)
+        ctx.tracker.device_flocks.append((other, fd))
+        _reap_previous(ctx, step, other)
+        step.log(f"device lock {run_lock.flock_path(other)} (GPU {index} of the split)")
 
 
 def _reap_previous(ctx: RunContext, step: Step, path: pathlib.Path) -> None:
@@ -220,6 +227,29 @@ def device_class_from_logs(logs_dir: pathlib.Path) -> rpb.DeviceClass | None:
         return None
 
 
+def gpu_set_problems(logs_dir: pathlib.Path, dc: rpb.DeviceClass) -> list[str]:
+    """A multi-GPU class must be what nvidia-smi printed in this log: its query rows and its
+    `topo -m` matrix, re-parsed (fail closed), for the GPUs the step config names."""
+    if gpu_set.count(dc) < 2:
+        return []
+    text = log_blocks.read(pathlib.Path(logs_dir) / "preflight.log")
+    config = log_blocks.step_config(pathlib.Path(logs_dir), "preflight")
+    queries = [c for c in log_blocks.commands(text) if c.argv == backends.NVIDIA_QUERY and c.exit_code == 0]
+    topos = [c for c in log_blocks.commands(text) if c.argv == gpu_set.NVIDIA_TOPO and c.exit_code == 0]
+    if not queries or not topos:
+        return ["the device class names a GPU set, but preflight.log holds no nvidia-smi query or topo -m output"]
+    first, count = int(config.get("gpu_index", "0")), int(config.get("gpus", "0"))
+    try:
+        rows = parse_nvidia_smi_query(queries[-1].output)
+        again = gpu_set.make_gpu_set(rows, list(range(first, first + count)), gpu_set.parse_topology(topos[-1].output))
+    except (gpu_set.TopologyError, IndexError, KeyError) as err:
+        return [f"the GPU set cannot be re-derived from preflight.log: {err}"]
+    if again != dc.gpu_set:
+        return [f"the device class's GPU set ({gpu_set.label(dc)}) is not what nvidia-smi printed in preflight.log "
+                f"({again.count}x, interconnect {again.interconnect or '?'})"]
+    return []
+
+
 def model_from_logs(logs_dir: pathlib.Path) -> tuple[str, int] | None:
     """(sha256, size) of the model preflight inspected, from its `model:` line."""
     text = log_blocks.runner_lines(log_blocks.read(pathlib.Path(logs_dir) / "preflight.log"))
@@ -255,6 +285,8 @@ def problems(logs_dir: pathlib.Path, lane: object = None) -> list[str]:
         out.append("preflight logged no readable device class")
     elif dc.backend != backend:
         out.append(f"device class backend {dc.backend!r} is not the lane's {backend!r}")
+    else:
+        out += gpu_set_problems(logs_dir, dc)
     evidence_lane = config.get("evidence_lane_id")
     if evidence_lane is None:
         from tools.runner.checks import artifact_integrity  # the run's bound build evidence
@@ -284,6 +316,10 @@ def host_device_class(ctx: RunContext, step: Step) -> rpb.DeviceClass:
     accelerator lane the backend's device, driver and runtime (Unavailable when absent). A CPU lane's
     ggml variant (compute_capability) is read later, from the lane's own binaries (detect_cpu_variant)."""
     dc = check_cpu(ctx, step)
+    gpus = getattr(ctx.config, "gpus", 1)
+    if gpus != 1 and ctx.lane.backend != "cuda":
+        raise Failed(f"--gpus={gpus}: multi-GPU device classes are read for CUDA lanes only (nvidia-smi topo -m); "
+                     f"lane {ctx.lane.lane_id} is {ctx.lane.backend}")
     if ctx.lane.is_accelerator:
         isa = list(dc.isa_features)
         dc = BACKEND_CHECKS[backends.get(ctx.lane.backend).device_probe](ctx, step)
@@ -362,7 +398,9 @@ def run_preflight(ctx: RunContext, step: Step, report: rpb.RunnerReport | None =
     note = (f"; host: {load['host_runnable_others']} runnable task(s) besides this run on {load['host_cpu_count']} CPUs, "
             f"load average {step.result.metrics.get('host_loadavg_1m', float('nan')):.2f}")
     note += f"; cleaned up a killed earlier run ({reaped} leftover process(es) killed, see preflight.log)" if reaped else ""
-    return CR.PASS, f"{ctx.device.backend} {ctx.device.device_name} ({ctx.device.compute_capability}){note}"
+    split = (f"; split over {gpu_set.label(ctx.device)}, split mode {cfg.split_mode or 'layer'}"
+             if gpu_set.count(ctx.device) >= 2 else "")
+    return CR.PASS, f"{ctx.device.backend} {ctx.device.device_name} ({ctx.device.compute_capability}){split}{note}"
 
 
 @dataclasses.dataclass(frozen=True)

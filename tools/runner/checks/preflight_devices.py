@@ -12,7 +12,7 @@ import re
 import shutil
 
 from proto import runner_report_pb2 as rpb
-from tools.runner import backends, exits, host_cpu
+from tools.runner import backends, exits, gpu_set, host_cpu
 from tools.runner.context import RunContext
 from tools.runner.steps import Step
 
@@ -204,16 +204,98 @@ def cuda_runtime_libraries(step: Step, lib: pathlib.Path) -> dict[str, str]:
     return {k: os.path.realpath(v) for k, v in wanted.items()}
 
 
+def split_problems(config) -> list[str]:
+    """What is wrong with a run's --gpus / --split_mode / --tensor_split before any device is read."""
+    gpus = getattr(config, "gpus", 1)
+    mode, split = getattr(config, "split_mode", ""), getattr(config, "tensor_split", "")
+    if gpus < 1:
+        return [f"--gpus={gpus}: a run uses at least one GPU"]
+    out = []
+    if gpus == 1:
+        if mode:
+            out.append(f"--split_mode={mode} needs --gpus >= 2 (a one-GPU run splits nothing)")
+        if split and len(split.split(",")) > 1:
+            out.append(f"--tensor_split={split} splits over {len(split.split(','))} devices, the run has --gpus=1: "
+                       f"pass --gpus={len(split.split(','))}")
+        return out
+    if mode and mode not in gpu_set.SPLIT_MODES:
+        out.append(f"--split_mode={mode!r}: one of {', '.join(gpu_set.SPLIT_MODES)}")
+    if split:
+        weights = split.split(",")
+        if len(weights) != gpus:
+            out.append(f"--tensor_split={split} gives {len(weights)} weights for --gpus={gpus}")
+        elif not all(re.fullmatch(r"[0-9]{1,6}(\.[0-9]{1,6})?", w) for w in weights) or not any(float(w) > 0 for w in weights):
+            out.append(f"--tensor_split={split}: non-negative decimal weights, one per GPU, not all zero")
+    return out
+
+
+# What llama.cpp asks a backend's registry for to split rows over devices (llama-model.cpp
+# make_gpu_buft_list); a backend that answers it holds the name as a string literal.
+SPLIT_BUFFER_PROC = "ggml_backend_split_buffer_type"
+_SPLIT_SCAN_MAX = 1 << 30
+
+
+def offers_split_buffers(lib: pathlib.Path) -> bool:
+    """Whether the backend library names SPLIT_BUFFER_PROC (read in chunks, at most 1 GiB)."""
+    needle = SPLIT_BUFFER_PROC.encode()
+    tail = b""
+    read = 0
+    with open(lib, "rb") as f:
+        while read < _SPLIT_SCAN_MAX and (chunk := f.read(1 << 20)):
+            read += len(chunk)
+            if needle in tail + chunk:
+                return True
+            tail = chunk[-len(needle):]
+    return False
+
+
+def _gpus_label(rows: list[dict[str, str]]) -> str:
+    return "; ".join(f"GPU{i} {r['name']}" for i, r in enumerate(rows[:MAX_LISTED])) + (" ..." if len(rows) > MAX_LISTED else "")
+
+
+MAX_LISTED = 8
+
+
 def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
+    cfg = ctx.config
+    want = getattr(cfg, "gpus", 1)
+    if problems := split_problems(cfg):
+        raise Failed("; ".join(problems))
     rows = parse_nvidia_smi_query(_tool_output(step, NVIDIA_QUERY))
     if not rows:
         raise Unavailable("nvidia-smi lists no GPU")
-    if ctx.config.gpu_index >= len(rows):
+    if want >= 2 and cfg.gpu_index + want > len(rows):
+        where = f" from GPU index {cfg.gpu_index}" if cfg.gpu_index else ""
+        raise Unavailable(
+            f"this host has {len(rows)} GPU{'s' if len(rows) != 1 else ''}; the certification asks for {want}{where} "
+            f"(--gpus={want}, split mode {cfg.split_mode or 'layer'}): nvidia-smi lists {_gpus_label(rows)}; "
+            f"certify it on a host with {want} GPUs of one node (e.g. nvidia-h200-x{want})")
+    if cfg.gpu_index >= len(rows):
         raise Unavailable(f"GPU index {ctx.config.gpu_index} requested; nvidia-smi lists {len(rows)}")
     gpu = rows[ctx.config.gpu_index]
+    gpus = None
+    if want >= 2:
+        indices = list(range(cfg.gpu_index, cfg.gpu_index + want))
+        try:
+            gpus = gpu_set.make_gpu_set(rows, indices, gpu_set.parse_topology(_tool_output(step, gpu_set.NVIDIA_TOPO)))
+        except gpu_set.TopologyError as err:
+            raise Unavailable(f"cannot read how this host links its GPUs: {err}") from err
+        drivers = {g.driver_version for g in gpus.gpus}
+        if len(drivers) != 1:
+            raise Unavailable(f"the GPUs of the run report different drivers ({', '.join(sorted(drivers))})")
+        step.log(f"gpu set: {want} GPUs ({', '.join(f'GPU{g.index} {g.name} {g.compute_capability}' for g in gpus.gpus)}), "
+                 f"interconnect {gpus.interconnect} (links {', '.join(f'GPU{l.a}-GPU{l.b} {l.link}' for l in gpus.links)}); "
+                 f"split mode {cfg.split_mode or 'layer'}, tensor split {cfg.tensor_split or '(by free memory)'}")
+        step.config("gpus", f"{want}")
+        step.config("split_mode", cfg.split_mode or "layer")
+        step.config("tensor_split", cfg.tensor_split)
     lib = ctx.config.lane_dir / "lib" / "libggml-cuda.so.0"
     if not lib.is_file():
         raise Failed(f"missing artifact {lib}: not a CUDA lane build")
+    if gpus is not None and (cfg.split_mode or "layer") == "row" and not offers_split_buffers(lib):
+        raise Failed(f"--split_mode=row: the lane's {lib.name} offers no split buffer type (its backend registry "
+                     f"names no {SPLIT_BUFFER_PROC!r}), so llama.cpp refuses row split on it (\"does not support split "
+                     "buffers\"); certify --split_mode=layer, or a lane whose CUDA backend has split buffers")
     header = _tool_output(step, ["nvidia-smi"])
     loaded = cuda_runtime_libraries(step, lib)
     step.log("runtime libraries resolved for libggml-cuda.so.0: " + ", ".join(f"{k} -> {v}" for k, v in sorted(loaded.items())))
@@ -230,6 +312,8 @@ def check_cuda(ctx: RunContext, step: Step) -> rpb.DeviceClass:
         compute_capability=gpu["compute_cap"], driver_version=gpu["driver_version"],
         driver_major=gpu["driver_version"].split(".")[0], runtime_version=runtime,
     )
+    if gpus is not None:
+        dc.gpu_set.CopyFrom(gpus)
     step.result.metrics["gpu_count"] = len(rows)
     step.result.metrics["memory_total_mib"] = parse_mib(gpu["memory_total"])
     return dc

@@ -38,7 +38,10 @@ MIN_TOKENS = 16
 # is the check's main comparison; the others are there when the arrays are.
 # On the CPU lane "reference" is the float64 forward pass itself; an accelerator's is the CPU lane,
 # with "float64" beside it where the model is one the float64 reference computes.
-COMPARISONS = (("", "reference", "lane"), ("fa_on.", "reference", "lane_fa_on"), ("float64.", "float64", "lane"))
+# A run split over several GPUs (--gpus >= 2) also compares its logits with the same lane on one GPU
+# of the set ("single_gpu"), at the accelerator bounds: the split must not change what the lane computes.
+COMPARISONS = (("", "reference", "lane"), ("fa_on.", "reference", "lane_fa_on"), ("float64.", "float64", "lane"),
+               ("single_gpu.", "single_gpu", "lane"))
 
 # Models with quantized weights: ggml quantizes the activations to 8 bits in every quantized matmul
 # (the weight type's vec_dot_type: Q8_0, Q8_1 or Q8_K), so per-logit deltas of order 1 and flipped
@@ -82,13 +85,15 @@ def model_bounds(model: pathlib.Path) -> dict[str, float]:
 
 
 def logits_command(ctx: RunContext, bin_path: pathlib.Path, out: pathlib.Path, offload: bool,
-                   flash_attn: str = "auto") -> list[str]:
+                   flash_attn: str = "auto", single_gpu: bool = False) -> list[str]:
     argv = [str(bin_path), "-m", str(ctx.config.model), "-p", ctx.config.parity_prompt, "-o", str(out),
             "-t", str(ctx.config.threads), "-fa", flash_attn]
     if flash_attn == "off":
         argv += ["-ctk", "f32", "-ctv", "f32"]  # an F16 cache would round K/V as well
-    if offload:
-        argv += ["-ngl", "99"]
+    if offload and single_gpu:  # the split run's first GPU alone: the baseline the split is compared with
+        argv += ["-ngl", "99", "-dev", ctx.split_args()[1].split(",")[0], "-sm", "none"]
+    elif offload:
+        argv += ["-ngl", "99", *ctx.split_args()]
     return argv
 
 
@@ -231,7 +236,7 @@ def loosened_bounds(config: dict[str, str]) -> list[str]:
     if unmeasured:
         return [f"no parity bound was measured for tensor type(s) {', '.join(unmeasured)}"]
     out = []
-    for prefix in ("", "fa_on.", "float64."):
+    for prefix in ("", "fa_on.", "float64.", "single_gpu."):
         for key, bound in QUANTIZED_BOUNDS.items():
             if prefix + key not in config:
                 continue
@@ -264,7 +269,8 @@ def judge_all(counts: dict[str, int], metrics: dict[str, float], config: dict[st
             continue
         strip = {k[len(prefix):]: v for k, v in counts.items() if k.startswith(prefix)} if prefix else counts
         mstrip = {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)} if prefix else metrics
-        label = {"": "", "fa_on.": "flash attention on vs float64: ", "float64.": "vs the float64 reference: "}[prefix]
+        label = {"": "", "fa_on.": "flash attention on vs float64: ", "float64.": "vs the float64 reference: ",
+                 "single_gpu.": "vs the same lane on one GPU: "}[prefix]
         out += [label + p for p in judge(strip, mstrip, read_tolerances(config, prefix))]
     return out
 
@@ -298,6 +304,10 @@ def run_reference_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport |
     for prefix in ("fa_on.", "float64."):
         for key, value in secondary_tolerances(ctx, bounds).items():
             step.config(prefix + key, f"{value!r}")
+    split = accel and getattr(cfg, "gpus", 1) >= 2
+    if split:
+        for key, value in secondary_tolerances(ctx, bounds).items():
+            step.config("single_gpu." + key, f"{value!r}")
     step.config("prompt", cfg.parity_prompt)
     arrays: dict[str, np.ndarray] = {}
     try:
@@ -329,6 +339,15 @@ def run_reference_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport |
             if float64 is not None:
                 arrays["float64"] = float64
             oracle = "CPU lane llama-logits" + (" and the NumPy float64 reference" if "float64" in arrays else "")
+            if split:
+                one_path = ctx.scratch_dir / "single_gpu.logits"
+                one_res = step.run(logits_command(ctx, ctx.bin("llama-logits"), one_path, True, flash_attn, single_gpu=True),
+                                   cfg.timeout_s)
+                one_tokens, one = _read(one_res, one_path)
+                if not np.array_equal(tokens, one_tokens):
+                    return CR.FAIL, "the split run and the one-GPU run tokenized the prompt differently"
+                arrays["single_gpu"] = one
+                oracle += " (and the lane on one GPU)"
         else:
             step.log(f"reference: NumPy float64 forward of {cfg.model} over {len(expected)} tokens")
             ref = _float64_reference(cfg.model, expected, required=True)
@@ -362,7 +381,9 @@ def run_reference_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport |
                      + (f"; flash attention on: max|dlogit| {metrics['fa_on.max_abs_delta_logit']:.3g}"
                         if "fa_on.max_abs_delta_logit" in metrics else "")
                      + (f"; vs float64: max|dlogit| {metrics['float64.max_abs_delta_logit']:.3g}"
-                        if accel and "float64.max_abs_delta_logit" in metrics else ""))
+                        if accel and "float64.max_abs_delta_logit" in metrics else "")
+                     + (f"; vs one GPU: max|dlogit| {metrics['single_gpu.max_abs_delta_logit']:.3g}, "
+                        f"mean KL {metrics['single_gpu.mean_kl']:.2g}" if "single_gpu.max_abs_delta_logit" in metrics else ""))
 
 
 def _fail_on_tokens(ctx: RunContext, step: Step, arrays: dict[str, np.ndarray]) -> tuple[int, str]:

@@ -94,7 +94,7 @@ def bench_command(ctx: RunContext, lane_dir, offload: bool, model=None, sizes=No
     # -v: the loader's log (backend, offload, buffer sizes) goes to stderr, the JSON alone to stdout.
     argv = [str(ctx.bin("llama-bench", lane_dir)), "-m", str(model or ctx.config.model), "-p", str(pp), "-n", str(tg),
             "-r", str(reps), "-t", str(ctx.config.threads), "-o", "json", "-v"]
-    return argv + (["-ngl", "99"] if offload else ["-ngl", "0"])
+    return argv + (["-ngl", "99", *ctx.split_args(bench=True)] if offload else ["-ngl", "0"])
 
 
 def _run_to_files(ctx: RunContext, step: Step, argv: list[str], stdout: pathlib.Path, stderr: pathlib.Path,

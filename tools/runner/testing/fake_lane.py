@@ -118,3 +118,42 @@ def build_linked_elf(tmp: pathlib.Path, exe: pathlib.Path, lib_dir: pathlib.Path
     subprocess.run(["cc", "-o", str(exe), str(tmp / "main.c"), f"-L{lib_dir}", "-lplanted",
                     f"-Wl,-rpath,{runpath}", "-Wl,--enable-new-dtags"], check=True)
     return exe
+
+
+def install_fake_nvidia_smi(bin_dir: pathlib.Path, query: str, topo: str = "", header: str | None = None,
+                            memory_used_file: pathlib.Path | None = None) -> pathlib.Path:
+    """A fake `nvidia-smi` (and `ldd`) in bin_dir, for a test to put first on PATH: `--query-gpu=...`
+    prints `query` (or, when memory_used_file exists, that file: cleanup's later readings), `topo -m`
+    prints `topo` (exit 1 when empty), anything else the H200 header. `ldd` resolves the CUDA runtime
+    libraries to paths under bin_dir. Recorded outputs only: nothing here runs on a GPU."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    data = bin_dir / "fake_nvidia_smi"
+    data.mkdir(exist_ok=True)
+    (data / "query.txt").write_text(query)
+    (data / "topo.txt").write_text(topo)
+    (data / "header.txt").write_text(header if header is not None else (TESTDATA / "nvidia_smi_h200.txt").read_text())
+    live = str(memory_used_file) if memory_used_file is not None else str(data / "none")
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"""#!/bin/sh
+case "$1" in
+  --query-gpu=*) if [ -f "{live}" ]; then cat "{live}"; else cat "{data}/query.txt"; fi ;;
+  topo) if [ -s "{data}/topo.txt" ]; then cat "{data}/topo.txt"; else echo "topo: not supported" >&2; exit 1; fi ;;
+  *) cat "{data}/header.txt" ;;
+esac
+""")
+    smi.chmod(0o755)
+    ldd = bin_dir / "ldd"
+    ldd.write_text(f"""#!/bin/sh
+echo "	libcudart.so.13 => {data}/libcudart.so.13 (0x0000)"
+echo "	libcublas.so.13 => {data}/libcublas.so.13 (0x0000)"
+echo "	libcuda.so.1 => {data}/libcuda.so.1 (0x0000)"
+""")
+    ldd.chmod(0o755)
+    return bin_dir
+
+
+def make_cuda_lane(root: pathlib.Path) -> pathlib.Path:
+    """A fake lane with the CUDA backend library preflight looks for (not ELF: ldd is faked too)."""
+    lane_dir = make_lane(root)
+    (lane_dir / "lib" / "libggml-cuda.so.0").write_bytes(b"fake CUDA backend")
+    return lane_dir
