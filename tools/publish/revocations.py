@@ -32,6 +32,14 @@ PAYLOAD_TYPE = "application/vnd.lanes.revocation.v1+json"
 REVOKED = "revoked"
 
 _DC_FIELDS = tuple(f.name for f in runner_report_pb2.DeviceClass.DESCRIPTOR.fields if f.name != "isa_features")
+# Message fields (gpu_set): an unset one reads as an empty, truthy message; presence is HasField.
+_DC_MESSAGE_FIELDS = frozenset(f.name for f in runner_report_pb2.DeviceClass.DESCRIPTOR.fields
+                               if f.message_type is not None and not f.is_repeated)
+
+
+def _names(dc: runner_report_pb2.DeviceClass, field: str) -> bool:
+    """Whether a revocation's device class states `field` (an unstated field matches any value)."""
+    return dc.HasField(field) if field in _DC_MESSAGE_FIELDS else bool(getattr(dc, field))
 
 
 def canonical_json(msg) -> bytes:
@@ -49,7 +57,7 @@ def validate(rev: distribution_pb2.Revocation, source: str = "revocation") -> No
         raise MalformedRevocationError(
             f"{source}: names {kinds or 'nothing'}; a revocation names exactly one of record_digest, scope, issuer_keyid")
     if rev.HasField("scope") and not rev.scope.lane_id and not any(
-            getattr(rev.scope.device_class, f) for f in _DC_FIELDS):
+            _names(rev.scope.device_class, f) for f in _DC_FIELDS):
         raise MalformedRevocationError(f"{source}: an empty scope would revoke everything; name a lane or device class")
     if rev.record_digest and not rev.record_digest.startswith("sha256:"):
         raise MalformedRevocationError(f"{source}: record_digest must be 'sha256:<hex>' over the record's DSSE PAE "
@@ -149,7 +157,7 @@ def _covers(r: distribution_pb2.Revocation, record_digest: str, record, verified
     for lane_id, dc in lanes:
         if r.scope.lane_id and r.scope.lane_id != lane_id:
             continue
-        if all(not getattr(r.scope.device_class, f) or getattr(r.scope.device_class, f) == getattr(dc, f)
+        if all(not _names(r.scope.device_class, f) or getattr(r.scope.device_class, f) == getattr(dc, f)
                for f in _DC_FIELDS):
             return True
     return False

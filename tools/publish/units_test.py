@@ -30,6 +30,21 @@ def test_ambiguous_or_empty_revocations_are_refused(kw, match):
         revocations.make(now=NOW, **kw)
 
 
+def test_a_device_scope_revokes_one_and_multi_gpu_records_and_a_gpu_set_only_its_own():
+    """An unset message field of the revocation's device class (gpu_set) names nothing: a scope naming
+    the GPU model covers one-GPU and two-GPU records; one naming a GPU set covers only that set."""
+    from proto import certification_pb2
+    one = certification_pb2.CertificationRecord()
+    one.scope.lane_id, one.scope.device_class.device_name = "linux-x86_64-cuda", "NVIDIA H200"
+    two = certification_pb2.CertificationRecord()
+    two.CopyFrom(one)
+    two.scope.device_class.gpu_set.count, two.scope.device_class.gpu_set.interconnect = 2, "NV18"
+    by_name = revocations.make(device_class=runner_report_pb2.DeviceClass(device_name="NVIDIA H200"), reason="r", now=NOW)
+    assert revocations._covers(by_name, "", one, frozenset()) and revocations._covers(by_name, "", two, frozenset())
+    by_set = revocations.make(device_class=two.scope.device_class, reason="r", now=NOW)
+    assert revocations._covers(by_set, "", two, frozenset()) and not revocations._covers(by_set, "", one, frozenset())
+
+
 def test_revocation_signature_and_issuer_are_checked():
     rev = revocations.make(record_digest="sha256:" + "a" * 64, reason="r", now=NOW)
     env = revocations.sign(rev, KEY)
