@@ -702,3 +702,21 @@ def route_from_nodes(
         route.recipe.CopyFrom(recipe)
     route.model_shard_sha256.extend(model_shard_sha256)
     return route
+
+
+def node_for_record(record: certification_pb2.CertificationRecord, node_id: str = "") -> admission_pb2.NodeDescription:
+    """A node exactly as `record` certifies it: its lane, device class, build and artifacts."""
+    node = admission_pb2.NodeDescription(node_id=node_id, lane_id=record.scope.lane_id,
+                                         build_evidence_digest=record.build_evidence_digest)
+    node.device_class.CopyFrom(record.scope.device_class)
+    node.artifacts.extend(record.artifacts)
+    return node
+
+
+def route_for_record(record: certification_pb2.CertificationRecord, route_id: str = "",
+                     node_id: str = "") -> admission_pb2.RouteRequest:
+    """The route that asks for exactly what the record proves: its lane, device class, build, model
+    files and recipe. Admission admitting it means a node matching the record is routable."""
+    return route_from_nodes([node_for_record(record, node_id)], record.model.sha256, route_id,
+                            recipe=record.recipe if record.HasField("recipe") else None,
+                            model_shard_sha256=[s.sha256 for s in record.model.shards])

@@ -19,7 +19,7 @@ from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
 from in_toto_attestation.predicates.test_result.v0 import test_result_pb2
 from in_toto_attestation.predicates.vsa.v1 import vsa_pb2
 
-from proto import admission_pb2, build_evidence_pb2, certification_pb2
+from proto import build_evidence_pb2, certification_pb2
 from tools.admission import admission, decision_summary
 from tools.certify import intoto, records, sample_reports
 from tools.evidence import slsa_provenance
@@ -63,12 +63,7 @@ def test_each_committed_records_admission_decision_is_a_valid_signed_vsa(path):
     store = policy_lib.validate(policy)
     item = admission.load_signed(path)
     rec = records.verify_record(item.envelope, store, policy.supported_record_schema_versions)
-    node = admission_pb2.NodeDescription(node_id="statements-test", lane_id=rec.scope.lane_id,
-                                         build_evidence_digest=rec.build_evidence_digest)
-    node.device_class.CopyFrom(rec.scope.device_class)
-    node.artifacts.extend(rec.artifacts)
-    route = admission.route_from_nodes([node], rec.model.sha256, "statements-test", recipe=rec.recipe,
-                                       model_shard_sha256=[s.sha256 for s in rec.model.shards])
+    route = admission.route_for_record(rec, "statements-test", node_id="statements-test")
     when = timestamps.parse_utc(rec.issued_at) + dt.timedelta(hours=1)
     decision = admission.decide(policy, [item], [], route, when, trust_store=store)
     assert decision.routable, decision.reasons

@@ -67,25 +67,13 @@ if [ -n "${KILL_DURING:-}" ]; then
   } 2>&1 | tee "$out/kill_test.txt"
 fi
 
-certify() {  # $1: run name, then the model flags; the run goes to $work/$1, its archive to $out/$1.tar.xz
-  local name=$1 status; shift
-  set +e
-  python3 -m tools.runner.runner "${runner_args[@]}" "$@" \
-    --out_dir="$work/$name" --report="$work/$name/runner_report.pb" 2>&1 | tee "$out/$name.txt"
-  status=${PIPESTATUS[0]}
-  set -e
-  tar -cJf "$out/$name.tar.xz" -C "$work" "$name"
-  echo "runner exit status $status ($name)"
-  return "$status"
-}
-
 overall=0
-certify run "${embedded[@]}" || overall=1
+lanes_remote_certify run "${embedded[@]}" || overall=1
 # Kept on this machine for certify_remote_vulkan.sh (the mixed route names the CUDA lane's run).
 rm -rf /tmp/lanes-stash/cuda-run; mkdir -p /tmp/lanes-stash; cp -r "$work/run" /tmp/lanes-stash/cuda-run
 for model in "$@"; do
   stem=$(basename "$model" .gguf)
-  certify "run-$stem" --model="$model" --model_source="model-store:$model" || overall=1
+  lanes_remote_certify "run-$stem" --model="$model" --model_source="model-store:$model" || overall=1
   # certify_remote_vulkan.sh measures the route for this model bound to this run.
   cp -r "$work/run-$stem" "/tmp/lanes-stash/cuda-run-$stem"
 done

@@ -43,24 +43,13 @@ runner_args=(--lane=linux-x86_64-cuda --gpus=2 --gpu_index=0
   --roofline_model="$models/roofline_f16.gguf" --policy="$repo/evidence/policy.json")
 [ -n "${TENSOR_SPLIT:-}" ] && runner_args+=(--tensor_split="$TENSOR_SPLIT")
 
-certify() {  # $1: run name, then the runner flags; the run goes to $work/$1, its archive to $out/$1.tar.xz
-  local name=$1 status; shift
-  set +e
-  python3 -m tools.runner.runner "${runner_args[@]}" "$@" \
-    --out_dir="$work/$name" --report="$work/$name/runner_report.pb" 2>&1 | tee "$out/$name.txt"
-  status=${PIPESTATUS[0]}
-  set -e
-  tar -cJf "$out/$name.tar.xz" -C "$work" "$name"
-  echo "runner exit status $status ($name)"
-  return "$status"
-}
 
 overall=0
 for mode in ${SPLIT_MODES:-layer row}; do
-  certify "run-x2-$mode" --split_mode="$mode" "${embedded[@]}" || overall=1
+  lanes_remote_certify "run-x2-$mode" --split_mode="$mode" "${embedded[@]}" || overall=1
   for model in "$@"; do
     stem=$(basename "$model" .gguf)
-    certify "run-x2-$mode-$stem" --split_mode="$mode" --model="$model" --model_source="model-store:$model" || overall=1
+    lanes_remote_certify "run-x2-$mode-$stem" --split_mode="$mode" --model="$model" --model_source="model-store:$model" || overall=1
   done
 done
 exit "$overall"

@@ -76,3 +76,17 @@ lanes_remote_ctest_bundle() {  # $1: the carry folder holding it, $2: lane alias
   fi
   tar -xJf "$1/$2_ctest.tar.xz" -C "$3"
 }
+
+# One certification run: the runner with "${runner_args[@]}" and the given flags into $work/NAME,
+# its console into $out/NAME.txt and the run's archive into $out/NAME.tar.xz; returns the runner's status.
+lanes_remote_certify() {  # $1: run name, then the runner flags
+  local name=$1 status; shift
+  set +e
+  python3 -m tools.runner.runner "${runner_args[@]}" "$@" \
+    --out_dir="$work/$name" --report="$work/$name/runner_report.pb" 2>&1 | tee "$out/$name.txt"
+  status=${PIPESTATUS[0]}
+  set -e
+  tar -cJf "$out/$name.tar.xz" -C "$work" "$name"
+  echo "runner exit status $status ($name)"
+  return "$status"
+}

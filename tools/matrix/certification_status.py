@@ -55,17 +55,6 @@ def describe_recipe(recipe: runner_report_pb2.Recipe) -> str:
             + f"; batch {recipe.batch_size}/{recipe.ubatch_size}; parallel {recipe.parallel_sequences}")
 
 
-def _node_for(record) -> admission_pb2.NodeDescription:
-    node = admission_pb2.NodeDescription(
-        node_id="matrix-probe",
-        lane_id=record.scope.lane_id,
-        build_evidence_digest=record.build_evidence_digest,
-    )
-    node.device_class.CopyFrom(record.scope.device_class)
-    node.artifacts.extend(record.artifacts)
-    return node
-
-
 def _revocation_screen(revocations_dir: pathlib.Path | None, store):
     """admission's screen refusing revoked records (signed revocations, verified under the policy's
     keys); an unreadable revocation refuses everything (it could be the one that matters)."""
@@ -140,18 +129,9 @@ def load_evidence(policy_path: pathlib.Path, records_dir: pathlib.Path, revocati
                     "the time asked for" if now else "the newest record's issue time")
 
 
-def probe_route(record: certification_pb2.CertificationRecord, route_id: str = "matrix") -> admission_pb2.RouteRequest:
-    """The route that asks for exactly what the record proves: its lane, device class, build, model
-    files and recipe. Admission admitting it means a node matching the record is routable."""
-    return admission.route_from_nodes(
-        [_node_for(record)], record.model.sha256, route_id,
-        recipe=record.recipe if record.HasField("recipe") else None,
-        model_shard_sha256=[s.sha256 for s in record.model.shards])
-
-
 def decide_record(ev: Evidence, item: admission.SignedInput, record: certification_pb2.CertificationRecord,
                   route_id: str = "matrix") -> admission_pb2.AdmissionDecision:
-    return admission.decide(ev.policy, [item], [], probe_route(record, route_id), ev.when, trust_store=ev.store,
+    return admission.decide(ev.policy, [item], [], admission.route_for_record(record, route_id, node_id="matrix-probe"), ev.when, trust_store=ev.store,
                             screen=ev.screen)
 
 
@@ -382,9 +362,7 @@ def compatibility_route(compat: certification_pb2.CompatibilityRecord,
                         route_id: str = "matrix-compat") -> admission_pb2.RouteRequest:
     """The mixed route a compatibility record was measured on: one node per lane, each exactly the
     certified record the compatibility record names, and the recipe it was measured under."""
-    nodes = [_node_for(r) for r in named]
-    for node in nodes:
-        node.node_id = f"{route_id}-{node.lane_id}"
+    nodes = [admission.node_for_record(r, f"{route_id}-{r.scope.lane_id}") for r in named]
     return admission.route_from_nodes(nodes, compat.model_sha256, route_id,
                                       recipe=compatibility_probe_recipe(compat, named),
                                       model_shard_sha256=[s.sha256 for s in named[0].model.shards])

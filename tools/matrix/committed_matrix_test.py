@@ -66,8 +66,8 @@ def test_the_routes_cell_shows_admissions_verdict_and_reason(committed, path):
         cert = records.verify_record(item.envelope, store, policy.supported_record_schema_versions)
         if cert.record_id not in rec.certification_record_ids:
             continue
-        node = cs._node_for(cert)
-        route = admission.route_from_nodes([node], cert.model.sha256, "probe", cert.recipe)
+        route = admission.route_from_nodes([admission.node_for_record(cert, "matrix-probe")], cert.model.sha256,
+                                           "probe", cert.recipe)
         assert admission.decide(policy, [item], [], route, when, trust_store=store).routable
     (pair,) = [p for p in cs.compatibility_pairs(committed / "policy.json", committed / "records", now=when)
                if p["source"] == path.name]

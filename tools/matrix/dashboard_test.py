@@ -21,7 +21,7 @@ import sys
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from proto import admission_pb2, certification_pb2
+from proto import certification_pb2
 from tools.admission import admission
 from tools.admission.testing import routes
 from tools.certify import records, sample_reports
@@ -187,13 +187,7 @@ class Expected:
 def _route_for(compat: certification_pb2.CompatibilityRecord,
                named: list[certification_pb2.CertificationRecord]) -> object:
     """The route the compatibility record was measured on, built here from the records themselves."""
-    nodes = []
-    for rec in named:
-        node = admission_pb2.NodeDescription(node_id=f"test-{rec.scope.lane_id}", lane_id=rec.scope.lane_id,
-                                                       build_evidence_digest=rec.build_evidence_digest)
-        node.device_class.CopyFrom(rec.scope.device_class)
-        node.artifacts.extend(rec.artifacts)
-        nodes.append(node)
+    nodes = [admission.node_for_record(rec, f"test-{rec.scope.lane_id}") for rec in named]
     recipe = compat.recipe if compat.HasField("recipe") else named[0].recipe
     return admission.route_from_nodes(nodes, compat.model_sha256, "test-compat", recipe=recipe,
                                       model_shard_sha256=[s.sha256 for s in named[0].model.shards])
@@ -210,12 +204,7 @@ def expected_from(evidence: pathlib.Path) -> Expected:
     names = {f.sha256: m.name for m in lock.models for f in m.files}
     out = Expected({}, {})
     for item, rec in verified:
-        node = admission_pb2.NodeDescription(node_id="test", lane_id=rec.scope.lane_id,
-                                                       build_evidence_digest=rec.build_evidence_digest)
-        node.device_class.CopyFrom(rec.scope.device_class)
-        node.artifacts.extend(rec.artifacts)
-        route = admission.route_from_nodes([node], rec.model.sha256, "test", recipe=rec.recipe,
-                                           model_shard_sha256=[s.sha256 for s in rec.model.shards])
+        route = admission.route_for_record(rec, "test", node_id="test")
         decision = admission.decide(policy, [item], [], route, when, trust_store=store)
         out.records[rec.record_id] = {
             "lane": rec.scope.lane_id,
