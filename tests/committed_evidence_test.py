@@ -9,11 +9,14 @@ import pathlib
 import sys
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from google.protobuf import json_format
 
-from proto import admission_pb2, runner_report_pb2
+from proto import admission_pb2, certification_pb2, runner_report_pb2
 from tools.admission import admission
 from tools.audit import audit
-from tools.certify import records
+from tools.certify import records, sample_reports
+from tools.matrix import certification_status
 from tools.policy import dsse, timestamps
 from tools.policy import policy as policy_lib
 
@@ -206,8 +209,9 @@ def test_mixed_route_is_admitted_only_with_its_compatibility_record(path):
     for i, node in enumerate(nodes):
         node.node_id = f"node-{i}"
     first = by_id[rec.certification_record_ids[0]]
-    # The route asks for the recipe measured on it (a record that states none: the lanes').
-    recipe = rec.recipe if rec.HasField("recipe") else first.recipe
+    # The route asks for the recipe measured on it (a record that states none: the lanes'), as the
+    # matrix asks admission.
+    recipe = certification_status.compatibility_probe_recipe(rec, [by_id[i] for i in rec.certification_record_ids])
 
     def decide(route_nodes, compats, model=rec.model_sha256, pol=policy):
         route = admission.route_from_nodes(route_nodes, model, recipe=recipe)
@@ -230,6 +234,34 @@ def test_mixed_route_is_admitted_only_with_its_compatibility_record(path):
     unbounded.CopyFrom(policy)
     unbounded.ClearField("compatibility")
     assert not decide(nodes, [compat], pol=unbounded).routable
+    print(f"{path.name}: recipe {json_format.MessageToDict(rec.recipe)}, pin {rec.upstream_commit} "
+          f"{rec.patch_stack_digest}: routable={ok.routable}")
+
+    # Another recipe that both lane records prove (their 4 server slots) but the route never ran:
+    # refused by the compatibility record's scope, not by a lane.
+    lanes_recipe = first.recipe
+    route = admission.route_from_nodes(nodes, rec.model_sha256, recipe=lanes_recipe)
+    other_recipe = admission.decide(policy, certs, [compat], route, when)
+    print("another recipe:", other_recipe.reasons)
+    assert not other_recipe.routable and all(lane.routable for lane in other_recipe.lanes), other_recipe.reasons
+    assert any(f"{path.name}: scope-recipe-mismatch: " in r for r in other_recipe.reasons), other_recipe.reasons
+
+    # The same measurement stating another llama.cpp pin than the lanes' records (signed here with a
+    # key a copy of the policy trusts): refused for the pin.
+    key = Ed25519PrivateKey.generate()
+    trusting = admission_pb2.AdmissionPolicy()
+    trusting.CopyFrom(policy)
+    trusting.trusted_keys.append(sample_reports.trusted_key(key, when - dt.timedelta(days=30),
+                                                            when + dt.timedelta(days=30), owner="committed-evidence-test"))
+    for field, value in (("upstream_commit", "1" * 40), ("patch_stack_digest", "sha256:" + "2" * 64)):
+        moved_pin = certification_pb2.CompatibilityRecord()
+        moved_pin.CopyFrom(rec)
+        setattr(moved_pin, field, value)
+        moved_pin.issuer = dsse.keyid_for(key)
+        signed = records.sign_compatibility(moved_pin, key)
+        other_pin = decide(nodes, [admission.SignedInput.from_envelope(signed, path.name)], pol=trusting)
+        print(f"another {field}:", other_pin.reasons)
+        assert not other_pin.routable and any(": compat-pin-mismatch: " in r for r in other_pin.reasons), other_pin.reasons
 
 
 @pytest.mark.parametrize("run", BENCHES, ids=lambda p: p.name)

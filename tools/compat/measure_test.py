@@ -53,10 +53,14 @@ n_ctx, n_chunk, n_vocab = int(val("-c")), int(val("--chunks")), 8
 if "-rpc" in a:  # as upstream's common argument parser: --rpc only (seen on the H200)
     print("error: invalid argument: -rpc", file=sys.stderr)
     sys.exit(1)
+# common's logger: libllama's info lines need -lv 4, its debug lines (KV layers) -lv 5.
+verbosity = int(val("-lv") or 3)
 if val("--rpc"):
     for i, endpoint in enumerate(val("--rpc").split(",")):
-        print(f"load_tensors: RPC{i}[{endpoint}] model buffer size =     2.00 MiB")
-        print(f"llama_kv_cache: layer   {i}: dev = RPC{i}")
+        if verbosity >= 4:
+            print(f"load_tensors: RPC{i}[{endpoint}] model buffer size =     2.00 MiB")
+        if verbosity >= 5:
+            print(f"llama_kv_cache: layer   {i}: dev = RPC{i}")
 drift = val("--rpc") and os.path.exists(os.path.join(os.path.dirname(sys.argv[0]), "diverge_corpus"))
 scale = 16.0 / 65535.0
 with open(val("--kl-divergence-base"), "wb") as f:

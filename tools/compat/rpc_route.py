@@ -99,6 +99,10 @@ class RouteLane:
         return self.device or backends.get(self.backend).rpc_device
 
 
+# common's -lv threshold at which libllama's debug lines (per-device KV layers) are logged.
+LOG_VERBOSITY_DEBUG = 5
+
+
 @dataclasses.dataclass(frozen=True)
 class RecipeFlags:
     """How every party runs the model. The defaults are the CUDA and Vulkan lanes' certified recipe
@@ -310,7 +314,10 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                 if proc.returncode != 0:
                     raise RouteError(f"llama-completion for {who}, prompt {i}, exited {exits.describe(proc.returncode)} (see {step.log_path})")
         # llama-perplexity takes common's spelling (--rpc, --device); only llama-logits also takes -rpc.
-        route_argvs.append(_corpus_comparison(step, client_lane.lane_dir, greedy_route, cpu_lane_dir, model, logs,
+        # common's logger drops libllama's info and debug lines below verbosity 5, and those are the
+        # lines (weight buffers, KV layers per device) that show the corpus run really split.
+        corpus_route = [*greedy_route, "-lv", str(LOG_VERBOSITY_DEBUG)]
+        route_argvs.append(_corpus_comparison(step, client_lane.lane_dir, corpus_route, cpu_lane_dir, model, logs,
                                               threads, timeout_s, flags, out_dir))
         # The tool's own file, not a log line a lane's output could repeat: recompute reads it there.
         recipe = recipe_from_argv(route_argvs)
@@ -560,10 +567,17 @@ def recompute(out_dir: pathlib.Path) -> dict:
             except ValueError as err:
                 problems.append(f"route vs {who}: {err}")
                 continue
-            greedy_same = sum(_same_nonempty(logs / f"greedy.{who}.{i}.txt", logs / f"greedy.route.{i}.txt")
-                              for i in range(n_prompts))
+            greedy_same = [_same_nonempty(logs / f"greedy.{who}.{i}.txt", logs / f"greedy.route.{i}.txt")
+                           for i in range(n_prompts)]
+            # Against the CPU lane, a continuation that differs only as every lane alone differs (the
+            # route's text identical to each lane's own) is the lanes' divergence, which their records
+            # bound; the route added none. Against a lane, only identical text agrees.
+            as_lanes = [not same and who == CORPUS_REFERENCE and len(parties) > 1 and all(
+                _same_nonempty(logs / f"greedy.{lane}.{i}.txt", logs / f"greedy.route.{i}.txt")
+                for lane in parties if lane != CORPUS_REFERENCE) for i, same in enumerate(greedy_same)]
             comparisons[who] = {**counts, **metrics, "tokens_identical": tokens_equal,
-                                "greedy_agreement": greedy_same / n_prompts if n_prompts else math.nan,
+                                "greedy_agreement": (sum(greedy_same) + sum(as_lanes)) / n_prompts if n_prompts else math.nan,
+                                "greedy_identical": sum(greedy_same), "greedy_divergent_as_every_lane": sum(as_lanes),
                                 "greedy_prompts": n_prompts}
             problems += [f"route vs {who}: {p}" for p in _judge(comparisons[who], tol)]
     corpus, corpus_problems = corpus_figures(logs)

@@ -78,7 +78,8 @@ def main(argv: list[str]) -> int:
         print(f"route vs {who}: max|dlogit| {c.get('max_abs_delta_logit', float('nan')):.3g}, mean KL "
               f"{c.get('mean_kl', float('nan')):.3g}, top-1 {c.get('top1_agreement_decisive', float('nan')):.3f} "
               f"({c.get('n_decisive', 0)}/{c.get('n_tokens', 0)} decisive), greedy {c['greedy_agreement']:.2f} "
-              f"of {c['greedy_prompts']}")
+              f"of {c['greedy_prompts']} ({c['greedy_identical']} identical, "
+              f"{c['greedy_divergent_as_every_lane']} as every lane alone)")
     print(f"RPC protocol v{report['rpc_protocol_version']}; endpoints {', '.join(report['network']['endpoints'])}")
     print("compatible" if report["compatible"] else "NOT compatible: " + "; ".join(report["problems"]))
     return 0 if report["compatible"] else 1

@@ -55,6 +55,7 @@ _CORPUS_CONFIG = {"corpus_sha256": corpus_parity.CORPUS_SHA256, "corpus_quantize
 
 def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str, ...] = ("RPC0", "RPC1"),
                versions: tuple[str, ...] = ("3.0.0", "3.0.0"), greedy_route: str = "the same words",
+               greedy: dict[str, str] | None = None,
                kv_layers: tuple[str, ...] = ("RPC0", "RPC1"), logit_prompts: int | None = None,
                recipe: dict | None = None, logged_flags: rpc_route.RecipeFlags = rpc_route.RecipeFlags(),
                corpus: dict[str, np.ndarray] | None = None, corpus_config: dict | None = None,
@@ -83,7 +84,8 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
             noise = route_noise if who == "route" else 0.0
             arrays[f"{who}.{i}.tokens"] = tokens
             arrays[f"{who}.{i}.logits"] = base + noise * rng.normal(size=base.shape).astype(np.float32)
-            (logs / f"greedy.{who}.{i}.txt").write_text(greedy_route if who == "route" else "the same words")
+            text = greedy_route if who == "route" else (greedy or {}).get(who, "the same words")
+            (logs / f"greedy.{who}.{i}.txt").write_text(text)
         lines.append(log_blocks.command_line(_route_argv(i, logged_flags)))
         lines += [f"load_tensors: RPC0[127.0.0.1:{n + 1}] model buffer size =     2.00 MiB" for n, d in enumerate(split)]
         lines += [f"llama_kv_cache: layer   {n}: dev = {d}" for n, d in enumerate(kv_layers)]
@@ -157,6 +159,27 @@ def test_greedy_divergence_is_refused(tmp_path):
     result = rpc_route.recompute(_write_run(tmp_path, greedy_route="other words"))
     assert result["comparisons"]["cuda"]["greedy_agreement"] == 0.0
     assert any("greedy agreement" in p for p in result["problems"])
+
+
+def test_a_cpu_lane_divergence_every_lane_shows_alone_is_the_lanes_not_the_routes(tmp_path):
+    # Seen on the H200: the CPU lane's 16th greedy token differs from both GPU lanes' at a near-tie,
+    # and the route continues exactly as each lane alone.
+    result = rpc_route.recompute(_write_run(tmp_path, greedy={"cpu": "the same word"}))
+    assert result["compatible"], result["problems"]
+    cpu = result["comparisons"]["cpu"]
+    assert (cpu["greedy_agreement"], cpu["greedy_identical"], cpu["greedy_divergent_as_every_lane"]) == (1.0, 0, 2)
+    assert result["comparisons"]["cuda"]["greedy_divergent_as_every_lane"] == 0
+
+
+def test_a_cpu_lane_divergence_only_some_lane_shows_is_refused(tmp_path):
+    # The route follows the CUDA lane where the Vulkan lane alone continues as the CPU lane: the
+    # route differs from a lane, and from the CPU lane in a way not every lane shares.
+    result = rpc_route.recompute(_write_run(tmp_path, greedy_route="cuda words",
+                                            greedy={"cpu": "cpu words", "cuda": "cuda words", "vulkan": "cpu words"}))
+    assert result["comparisons"]["cpu"]["greedy_agreement"] == 0.0
+    assert result["comparisons"]["vulkan"]["greedy_agreement"] == 0.0
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
+    assert "route vs vulkan: greedy agreement 0.0 < 1.0" in result["problems"]
 
 
 def test_a_missing_party_is_a_problem_not_a_smaller_comparison(tmp_path):

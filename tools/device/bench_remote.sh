@@ -4,24 +4,34 @@
 # build host (CUDA: its GPU's arch), with the cache entries the lane spec states (spec.json's
 # upstream_reference); then tools.bench.bench_cli runs llama-bench on both, alternately, and derives
 # the ratios from the raw JSON.
-#   bench_remote.sh build ALIAS SRC_DIR          the reference into /tmp/lanes-stash/ref-ALIAS (kept
+#   bench_remote.sh build ALIAS CARRY SRC_DIR    the reference into /tmp/lanes-stash/ref-ALIAS (kept
 #                                                while the tree and its cache entries are the same)
+#                                                and the models the bench makes
 #   bench_remote.sh run ALIAS CARRY SRC_DIR OUT [LABEL=MODEL ...]
 #                                                builds if needed, then benches the embedded model,
 #                                                a 7B-shaped Q4_0 model made here and each LABEL=MODEL
-# CARRY: tools/device/pack.sh's folder (the lane); SRC_DIR: pack_source.sh's (the tree, the spec).
+# CARRY: tools/device/pack.sh's folder (the wheels, the vocab; the CUDA lane); SRC_DIR:
+# pack_source.sh's (the tree, the spec). Vulkan: VULKAN_CARRY=pack_vulkan.sh's folder (the lane and
+# the SDK lock's .debs): the reference is built with the lane's own SDK (headers, glslc,
+# SPIRV-Headers; the same Vulkan_* and SPIRV-Headers_DIR entries the lane's toolchain sets), and
+# both run through the host's loader and the driver's ICD as certify_remote_vulkan.sh sets them up.
 set -euo pipefail
 mode=$1 alias=$2
-# Vulkan needs the pinned SDK (headers, glslc) for its reference build and the loader and ICD set up
-# as certify_remote_vulkan.sh does; neither is carried for the bench yet.
 case "$alias" in
-  cuda) ;;
-  vulkan) echo "bench_remote.sh: the Vulkan reference build is not supported yet (no carried Vulkan SDK)" >&2; exit 2 ;;
-  *) echo "bench_remote.sh: no GPU lane $alias (cuda)" >&2; exit 2 ;;
+  cuda) lane_carry=$3 ;;
+  vulkan) lane_carry=${VULKAN_CARRY:?bench_remote.sh vulkan: set VULKAN_CARRY to pack_vulkan.sh\'s folder} ;;
+  *) echo "bench_remote.sh: no GPU lane $alias (cuda, vulkan)" >&2; exit 2 ;;
 esac
 lane_id=linux-x86_64-$alias
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 ref=/tmp/lanes-stash/ref-$alias
+carry=$(cd "$3" && pwd)
+lane_carry=$(cd "$lane_carry" && pwd)
+work=$(mktemp -d /tmp/lanes-bench.XXXXXX)
+# shellcheck source=tools/device/remote_setup.sh
+source "$repo/tools/device/remote_setup.sh"
+lanes_remote_python
+if [ "$alias" = vulkan ]; then lanes_remote_vulkan_env "$lane_carry" "$work/vkroot" || exit 2; fi
 
 build_reference() {  # $1: SRC_DIR
   local srcdir stamp defs
@@ -30,6 +40,16 @@ build_reference() {  # $1: SRC_DIR
 entries = json.load(open(sys.argv[1]))["upstream_reference"][sys.argv[2]]["cache_entries"]
 # The spec writes $ORIGIN as \\$ORIGIN for the cmake() rule'"'"'s shell; no shell expands it here.
 print("\n".join(f"-D{k}={v.replace(chr(92) + chr(36), chr(36))}" for k, v in sorted(entries.items())))' "$srcdir/spec.json" "$lane_id")
+  if [ "$alias" = vulkan ]; then
+    # Where the SDK is, not how to build: the SDK lock's packages, unpacked beside the reference
+    # (its build files name them), glslc through the toolchain's wrapper (its libshaderc beside it).
+    local sdk=/tmp/lanes-stash/ref-vulkan-sdk
+    rm -rf "$sdk"; mkdir -p "$sdk/bin"
+    for deb in "$lane_carry"/debs/*.deb; do dpkg-deb -x "$deb" "$sdk"; done
+    install -m 0755 "$repo/toolchains/vulkan/glslc.sh.tpl" "$sdk/bin/glslc"
+    defs+=("-DVulkan_INCLUDE_DIR=$sdk/usr/include" "-DVulkan_LIBRARY=$sdk/usr/lib/x86_64-linux-gnu/libvulkan.so"
+           "-DVulkan_GLSLC_EXECUTABLE=$sdk/bin/glslc" "-DSPIRV-Headers_DIR=$sdk/usr/share/cmake/SPIRV-Headers")
+  fi
   tree=$(sha256sum "$srcdir/llama_src.tar.xz" | cut -d' ' -f1)
   stamp="$tree ${defs[*]}"
   if [ -f "$ref/STAMP" ] && [ "$(cat "$ref/STAMP")" = "$stamp" ] && [ -x "$ref/build/bin/llama-bench" ]; then
@@ -49,7 +69,7 @@ print("\n".join(f"-D{k}={v.replace(chr(92) + chr(36), chr(36))}" for k, v in sor
     -DLLAMA_BUILD_APP=OFF >> "$ref/reference_build.txt" 2>&1
   cmake --build "$ref/build" --target llama-bench --parallel "$(nproc)" >> "$ref/reference_build.txt" 2>&1
   echo "reference build: $(( $(date +%s) - start )) s on $(nproc) cores" | tee -a "$ref/reference_build.txt"
-  grep -E "CMAKE_CUDA_ARCHITECTURES|GGML_CUDA_NO_VMM|GGML_CUDA_GRAPHS|GGML_LLAMAFILE|GGML_NATIVE|GGML_VULKAN" \
+  grep -E "CMAKE_CUDA_ARCHITECTURES|GGML_CUDA_NO_VMM|GGML_CUDA_GRAPHS|GGML_LLAMAFILE|GGML_NATIVE|GGML_VULKAN|Vulkan_GLSLC" \
     "$ref/build/CMakeCache.txt" | tee -a "$ref/reference_build.txt"
   # llama-bench finds its libraries in bin/ through RUNPATH $ORIGIN (the cache entry, unescaped above).
   ldd "$ref/build/bin/llama-bench" | grep "not found" && { echo "reference llama-bench: libraries not found" >&2; return 1; }
@@ -57,19 +77,16 @@ print("\n".join(f"-D{k}={v.replace(chr(92) + chr(36), chr(36))}" for k, v in sor
 }
 
 case "$mode" in
-build)
-  build_reference "$3"
+build)  # the reference and the bench's 7B-shaped model, e.g. while other work that measures no speed runs
+  build_reference "$4"
+  lanes_remote_bench_models
   ;;
 run)
-  carry=$(cd "$3" && pwd); srcdir=$4; out=$5; shift 5
-  work=$(mktemp -d /tmp/lanes-bench.XXXXXX)
+  srcdir=$4; out=$5; shift 5
   mkdir -p "$out" "$work/lanes"
-  # shellcheck source=tools/device/remote_setup.sh
-  source "$repo/tools/device/remote_setup.sh"
-  lanes_remote_python
   build_reference "$srcdir"
   cp "$ref/reference_build.txt" "$out/"
-  tar -xJf "$carry/${alias}_lane.tar.xz" -C "$work/lanes"
+  tar -xJf "$lane_carry/${alias}_lane.tar.xz" -C "$work/lanes"
   [ "$alias" = cuda ] && lanes_remote_cuda_libs "$work/lanes/cuda"
   lanes_remote_bench_models
   extra=()
@@ -81,6 +98,6 @@ run)
   tar -cJf "$out/bench.tar.xz" -C "$work" bench
   ;;
 *)
-  echo "usage: bench_remote.sh build ALIAS SRC_DIR | run ALIAS CARRY SRC_DIR OUT [LABEL=MODEL ...]" >&2; exit 2
+  echo "usage: bench_remote.sh build ALIAS CARRY SRC_DIR | run ALIAS CARRY SRC_DIR OUT [LABEL=MODEL ...]" >&2; exit 2
   ;;
 esac

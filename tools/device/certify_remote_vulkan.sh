@@ -13,7 +13,9 @@
 # runner's preflight records which manifest and loader were used. Signing happens back on the
 # issuer's machine: the private key never travels.
 #
-# VULKAN_REPORT=<runner_report.pb>: only the mixed route, bound to that finished Vulkan run.
+# VULKAN_RUNS=<dir>: only the mixed routes, bound to the finished Vulkan runs in <dir> (run/,
+# run-<stem>/, each with its runner_report.pb, as this script's archives unpack). ROUTES=0: only the
+# certification runs (the routes measure no speed, so other work may share the host while they run).
 # DETACH=1: the whole run goes on in its own session (setsid) on that machine and this command
 # returns at once; `tools/device/poll_detached.sh OUT_DIR` reports progress and, once finished,
 # copies the results into OUT_DIR. For runs longer than one device command (10 minutes): Vulkan's
@@ -38,60 +40,24 @@ mkdir -p "$out"
 source "$repo/tools/device/remote_setup.sh"
 lanes_remote_python
 
-mkdir -p "$work/lanes" "$work/vkroot"
+mkdir -p "$work/lanes"
 tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes"
 tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
 tar -xJf "$vcarry/vulkan_lane.tar.xz" -C "$work/lanes"
-if [ -z "${VULKAN_REPORT:-}" ]; then lanes_remote_ctest_bundle "$vcarry" vulkan "$work/lanes"; fi
-for deb in "$vcarry"/debs/*.deb; do dpkg-deb -x "$deb" "$work/vkroot"; done
-# NVIDIA's Vulkan ICD (libGLX_nvidia) exports vkCreateInstance only with the GL vendor-neutral
-# dispatch (glvnd) installed: the device host's recipe unpacks those Debian packages into / (as
-# root); without them the loader reports "Could not get 'vkCreateInstance'" and VkResult -9.
-if [ -d "$vcarry/gl" ] && ! ldconfig -p | grep -q libGLdispatch; then
-  for deb in "$vcarry"/gl/*.deb; do dpkg -x "$deb" /; done; ldconfig
-fi
-[ -f /usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json ] && \
-  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-# Lane processes get no LD_LIBRARY_PATH (the runner's clean environment): the lanes find the loader
-# the way the system does. A host without one gets the pinned loader in / (root-owned, in ldconfig's
-# cache), as with glvnd above.
-if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
-  for deb in "$vcarry"/debs/libvulkan1_*.deb; do dpkg -x "$deb" /; done; ldconfig
-fi
-loader_dir="$work/vkroot/usr/lib/x86_64-linux-gnu"
-test -e "$loader_dir/libvulkan.so.1"
-ldconfig -p | grep 'libvulkan.so.1 ' || { echo "the Vulkan loader is not in the system's loader cache" >&2; exit 2; }
-
-# The GPU driver's ICD manifest: the NVIDIA driver's own directory first (its manifest names the
-# library the driver installed), then the standard loader directories; a manifest whose library the
-# dynamic loader cannot find is skipped (or its directory is added when the driver ships one).
-icd=""
-for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd*.json /usr/local/nvidia/icd.d/nvidia_icd*.json \
-         /etc/vulkan/icd.d/nvidia_icd*.json /usr/share/vulkan/icd.d/nvidia_icd*.json /usr/local/share/vulkan/icd.d/nvidia_icd*.json \
-         $(find /usr /etc /opt -name 'nvidia_icd*.json' 2>/dev/null); do
-  [ -f "$f" ] || continue
-  lib=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["ICD"]["library_path"])' "$f")
-  if [ "${lib#/}" != "$lib" ]; then [ -e "$lib" ] && { icd=$f; break; }; continue; fi
-  if ldconfig -p | grep -q "$lib"; then icd=$f; break; fi
-  for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu/nvidia; do
-    if [ -e "$d/$lib" ]; then export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"; icd=$f; break 2; fi
-  done
-  echo "skipping ICD manifest $f: $lib not found by the dynamic loader"
-done
-if [ -z "$icd" ]; then echo "no usable NVIDIA Vulkan ICD manifest on this host" >&2; exit 2; fi
-echo "Vulkan ICD manifest: $icd"; cat "$icd"
-export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
-export LD_LIBRARY_PATH="$loader_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-ls /usr/local/nvidia/lib64 2>/dev/null | grep -i "glx_nvidia\|vulkan" | head -5 || true
+if [ -z "${VULKAN_RUNS:-}" ]; then lanes_remote_ctest_bundle "$vcarry" vulkan "$work/lanes"; fi
+lanes_remote_vulkan_env "$vcarry" "$work/vkroot" || exit 2
 lanes_remote_cuda_libs "$work/lanes/cuda"
 lanes_remote_models
 
 embedded=(--model="$models/tiny_llama_f32.gguf" --model_source=embedded://tools/model/tiny_llama_f32.gguf)
 status=0
-if [ -n "${VULKAN_REPORT:-}" ]; then
-  # Route only: the Vulkan lane's certification already ran (its runner report, carried back here).
-  mkdir -p "$work/run"
-  cp "$VULKAN_REPORT" "$work/run/runner_report.pb" || { echo "cannot read VULKAN_REPORT=$VULKAN_REPORT" >&2; exit 2; }
+if [ -n "${VULKAN_RUNS:-}" ]; then
+  # Routes only: the Vulkan lane's certification already ran (its runs, unpacked here).
+  for name in run $(for model in "$@"; do echo "run-$(basename "$model" .gguf)"; done); do
+    mkdir -p "$work/$name"
+    cp "$VULKAN_RUNS/$name/runner_report.pb" "$work/$name/runner_report.pb" || \
+      { echo "no Vulkan run $name in VULKAN_RUNS=$VULKAN_RUNS" >&2; exit 2; }
+  done
 else
   # FIXTURE_PROBE=<ops>: time test-backend-ops on a few ops first (how long the full fixture run takes).
   for op in ${FIXTURE_PROBE:-}; do
@@ -159,18 +125,20 @@ PY
 }
 
 overall=0
-if [ -z "${VULKAN_REPORT:-}" ]; then
+if [ -z "${VULKAN_RUNS:-}" ]; then
   certify run "${embedded[@]}" || overall=1
   for model in "$@"; do
     stem=$(basename "$model" .gguf)
     certify "run-$stem" --model="$model" --model_source="model-store:$model" || overall=1
   done
 fi
-route compat "$models/tiny_llama_f32.gguf" /tmp/lanes-stash/cuda-run "$work/run" || overall=1
-for model in "$@"; do
-  stem=$(basename "$model" .gguf)
-  route "compat-$stem" "$model" "/tmp/lanes-stash/cuda-run-$stem" "$work/run-$stem" || overall=1
-done
+if [ "${ROUTES:-1}" != 0 ]; then
+  route compat "$models/tiny_llama_f32.gguf" /tmp/lanes-stash/cuda-run "$work/run" || overall=1
+  for model in "$@"; do
+    stem=$(basename "$model" .gguf)
+    route "compat-$stem" "$model" "/tmp/lanes-stash/cuda-run-$stem" "$work/run-$stem" || overall=1
+  done
+fi
 # A device command returns files of at most 16 MiB: larger archives travel in parts (cat to rejoin).
 for f in "$out"/*.tar.xz; do
   if [ "$(stat -c %s "$f")" -gt 15000000 ]; then split -b 15000000 -d "$f" "$f.part"; rm "$f"; fi

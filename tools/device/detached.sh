@@ -5,7 +5,8 @@
 #                                          $JOB_OUT (/tmp/lanes-stash/jobs/NAME/out) for its results
 #   detached.sh wait NAME OUT SECONDS      waits up to SECONDS; prints the console's tail; once the job
 #                                          has finished, copies its results into OUT and exits with
-#                                          the job's status (3: still running, 4: no such job here)
+#                                          the job's status (3: still running, its results so far in
+#                                          OUT/so-far; 4: no such job here)
 set -uo pipefail
 jobs=/tmp/lanes-stash/jobs
 case "${1:-}" in
@@ -23,7 +24,11 @@ wait)
   until grep -q '^job exit status' "$console" || [ "$SECONDS" -ge "$deadline" ]; do sleep 3; done
   tail -n 40 "$console"
   status=$(sed -n 's/^job exit status \([0-9]*\)$/\1/p' "$console" | tail -1)
-  [ -n "$status" ] || { echo "$name: still running"; exit 3; }
+  if [ -z "$status" ]; then
+    # What has finished so far travels back too: a slot that runs out keeps it.
+    mkdir -p "$out/so-far"; cp -r "$jobs/$name/out/." "$out/so-far/"
+    echo "$name: still running (results so far in $out/so-far)"; exit 3
+  fi
   mkdir -p "$out"; cp "$console" "$out/$name.console.txt"; cp -r "$jobs/$name/out/." "$out/"
   exit "$status"
   ;;

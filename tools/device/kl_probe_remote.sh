@@ -3,8 +3,9 @@
 # CUDA lane and the CPU lane fails, which kernel path moves it. Upstream's llama-perplexity
 # --kl-divergence over corpus_parity's chunks (258-token context, 32 chunks), against a CPU-lane base
 # with the recipe corpus_parity runs (-fa auto) and one with flash attention off; variants: the CPU
-# lane with flash attention off, the CUDA lane as certified, with flash attention off, and with
-# 8-token micro-batches (ggml-cuda's mat-vec kernels instead of MMQ).
+# lane with flash attention off, the CUDA lane as certified, with flash attention off, with
+# 8-token micro-batches (ggml-cuda's mat-vec kernels instead of MMQ), without CUDA graphs, and
+# without op fusion.
 #   usage: kl_probe_remote.sh CARRY_DIR OUT_FILE MODEL.gguf ...
 set -uo pipefail
 carry=$(cd "$1" && pwd); out=$2; shift 2
@@ -31,15 +32,19 @@ for model in "$@"; do
     echo "# $(basename "$model"): base = CPU lane -fa $base_fa"
     "$work/lanes/cpu/bin/llama-perplexity" "${ppl[@]}" -fa "$base_fa" --kl-divergence-base "$base" > "$work/log" 2>&1
     figures "$work/log"
-    variants=("cuda:-fa off")
-    [ "$base_fa" = auto ] && variants=("cpu:-fa off" "cuda:-fa auto" "cuda:-fa off" "cuda:-fa auto -ub 8")
+    # LANE|ENVIRONMENT|FLAGS: ggml-cuda's own switches, one at a time (graphs, op fusion, MMQ's
+    # activation precision), beside the flag variants.
+    variants=("cuda||-fa off")
+    [ "$base_fa" = auto ] && variants=("cpu||-fa off" "cuda||-fa auto" "cuda||-fa off" "cuda||-fa auto -ub 8"
+      "cuda|GGML_CUDA_DISABLE_GRAPHS=1|-fa auto" "cuda|GGML_CUDA_DISABLE_FUSION=1|-fa auto"
+      "cuda|GGML_CUDA_DISABLE_GRAPHS=1 GGML_CUDA_DISABLE_FUSION=1|-fa auto")
     for variant in "${variants[@]}"; do
-      lane=${variant%%:*} flags=${variant#*:}
-      echo "## vs $lane lane $flags"
+      IFS='|' read -r lane environment flags <<< "$variant"
+      echo "## vs $lane lane ${environment:+$environment }$flags"
       gpu=(); [ "$lane" = cuda ] && gpu=(-ngl 99)
       # shellcheck disable=SC2086
-      "$work/lanes/$lane/bin/llama-perplexity" "${ppl[@]}" "${gpu[@]}" $flags --kl-divergence-base "$base" \
-        --kl-divergence > "$work/log" 2>&1
+      env $environment "$work/lanes/$lane/bin/llama-perplexity" "${ppl[@]}" "${gpu[@]}" $flags \
+        --kl-divergence-base "$base" --kl-divergence > "$work/log" 2>&1
       figures "$work/log"
     done
     rm -f "$base"

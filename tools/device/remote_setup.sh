@@ -67,6 +67,53 @@ lanes_remote_cuda_libs() {  # $1: the CUDA lane's directory
   export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
 }
 
+# The Vulkan runtime a lane or a reference build needs on a GPU host: the carried Vulkan SDK
+# (tools/device/pack_vulkan.sh: the SDK lock's .debs) unpacked into ROOT, glvnd and the loader where
+# the host lacks them, and the NVIDIA driver's ICD manifest (VK_DRIVER_FILES). Sets $loader_dir.
+lanes_remote_vulkan_env() {  # $1: the Vulkan carry folder, $2: where its .debs are unpacked
+  local vcarry=$1 root=$2 icd="" deb f lib d
+  mkdir -p "$root"
+  for deb in "$vcarry"/debs/*.deb; do dpkg-deb -x "$deb" "$root"; done
+  # NVIDIA's Vulkan ICD (libGLX_nvidia) exports vkCreateInstance only with the GL vendor-neutral
+  # dispatch (glvnd) installed: the device host's recipe unpacks those Debian packages into / (as
+  # root); without them the loader reports "Could not get 'vkCreateInstance'" and VkResult -9.
+  if [ -d "$vcarry/gl" ] && ! ldconfig -p | grep -q libGLdispatch; then
+    for deb in "$vcarry"/gl/*.deb; do dpkg -x "$deb" /; done; ldconfig
+  fi
+  [ -f /usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json ] && \
+    export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  # Lane processes get no LD_LIBRARY_PATH (the runner's clean environment): the lanes find the loader
+  # the way the system does. A host without one gets the pinned loader in / (root-owned, in ldconfig's
+  # cache), as with glvnd above.
+  if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
+    for deb in "$vcarry"/debs/libvulkan1_*.deb; do dpkg -x "$deb" /; done; ldconfig
+  fi
+  loader_dir="$root/usr/lib/x86_64-linux-gnu"
+  [ -e "$loader_dir/libvulkan.so.1" ] || { echo "no libvulkan.so.1 in $vcarry/debs: pack_vulkan.sh again" >&2; return 2; }
+  ldconfig -p | grep 'libvulkan.so.1 ' || { echo "the Vulkan loader is not in the system's loader cache" >&2; return 2; }
+
+  # The GPU driver's ICD manifest: the NVIDIA driver's own directory first (its manifest names the
+  # library the driver installed), then the standard loader directories; a manifest whose library the
+  # dynamic loader cannot find is skipped (or its directory is added when the driver ships one).
+  for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd*.json /usr/local/nvidia/icd.d/nvidia_icd*.json \
+           /etc/vulkan/icd.d/nvidia_icd*.json /usr/share/vulkan/icd.d/nvidia_icd*.json /usr/local/share/vulkan/icd.d/nvidia_icd*.json \
+           $(find /usr /etc /opt -name 'nvidia_icd*.json' 2>/dev/null); do
+    [ -f "$f" ] || continue
+    lib=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["ICD"]["library_path"])' "$f")
+    if [ "${lib#/}" != "$lib" ]; then [ -e "$lib" ] && { icd=$f; break; }; continue; fi
+    if ldconfig -p | grep -q "$lib"; then icd=$f; break; fi
+    for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu/nvidia; do
+      if [ -e "$d/$lib" ]; then export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"; icd=$f; break 2; fi
+    done
+    echo "skipping ICD manifest $f: $lib not found by the dynamic loader"
+  done
+  if [ -z "$icd" ]; then echo "no usable NVIDIA Vulkan ICD manifest on this host" >&2; return 2; fi
+  echo "Vulkan ICD manifest: $icd"; cat "$icd"
+  export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
+  export LD_LIBRARY_PATH="$loader_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  ls /usr/local/nvidia/lib64 2>/dev/null | grep -i "glx_nvidia\|vulkan" | head -5 || true
+}
+
 # The lane's llama.cpp CTest bundle (//lanes:<alias>_ctest) for the runner's upstream_ctest step,
 # unpacked into $3; the lane spec requires it in certification, so a carry without it stops here.
 lanes_remote_ctest_bundle() {  # $1: the carry folder holding it, $2: lane alias, $3: where to unpack

@@ -351,10 +351,18 @@ def compatibility_probe_recipe(
     """The recipe a probe of a mixed route asks for: the one the compatibility record was measured
     under (a lane record's larger recipe, e.g. more parallel sequences, was never run on the route).
     A record that states none is probed with the first lane's, so admission names the missing recipe
-    (compat-recipe-missing) rather than a recipe mismatch."""
-    if compat.HasField("recipe"):
-        return compat.recipe
-    return named[0].recipe if named and named[0].HasField("recipe") else None
+    (compat-recipe-missing) rather than a recipe mismatch. The context per sequence asked is the
+    longest every proof covers: the route's compared sequences and each lane's own (a route without
+    it asks for its whole context per sequence, which no measurement compared)."""
+    if not compat.HasField("recipe"):
+        return named[0].recipe if named and named[0].HasField("recipe") else None
+    recipe = runner_report_pb2.Recipe()
+    recipe.CopyFrom(compat.recipe)
+    if not recipe.context_per_sequence and recipe.longest_sequence_tokens:
+        recipe.context_per_sequence = min(
+            [recipe.longest_sequence_tokens] + [r.recipe.context_per_sequence or r.recipe.longest_sequence_tokens
+                                                for r in named if r.HasField("recipe")])
+    return recipe
 
 
 def compatibility_route(compat: certification_pb2.CompatibilityRecord,

@@ -1,8 +1,8 @@
 """The matrix's mixed-route cells over the committed evidence (evidence/records, evidence/compat,
 evidence/policy.json) show admission's own verdict and reason: a route whose lane records both
 verify and route is routable when its compatibility record states the recipe it was measured under,
-and refused for that one reason when it states none. (No route is committed while the CUDA+Vulkan
-route waits to be measured again against the re-certified CUDA lane.)
+and refused for that one reason when it states none. The CUDA+Vulkan route over the committed
+records of the embedded model is committed and states its recipe.
 
 The committed dashboard (evidence/matrix.html) is the tool's output for the committed evidence: its
 #certified and #routes sections, judged at the newest record's issue time, equal a fresh render. Its
@@ -51,6 +51,10 @@ def committed(tmp_path_factory) -> pathlib.Path:
 
 def _compat(path: pathlib.Path) -> certification_pb2.CompatibilityRecord:
     return certification_pb2.CompatibilityRecord.FromString(dsse.envelope_from_json(path.read_bytes()).payload)
+
+
+def test_there_is_a_committed_mixed_route():
+    assert COMPATS
 
 
 @pytest.mark.parametrize("path", COMPATS, ids=lambda p: p.name.split(".")[0])

@@ -188,7 +188,8 @@ def _route_for(compat: certification_pb2.CompatibilityRecord,
                named: list[certification_pb2.CertificationRecord]) -> object:
     """The route the compatibility record was measured on, built here from the records themselves."""
     nodes = [admission.node_for_record(rec, f"test-{rec.scope.lane_id}") for rec in named]
-    recipe = compat.recipe if compat.HasField("recipe") else named[0].recipe
+    # The recipe the matrix asks for: the measured one, within every proof's sequence length.
+    recipe = cs.compatibility_probe_recipe(compat, named)
     return admission.route_from_nodes(nodes, compat.model_sha256, "test-compat", recipe=recipe,
                                       model_shard_sha256=[s.sha256 for s in named[0].model.shards])
 
@@ -353,6 +354,15 @@ def _first_figure(page: pathlib.Path) -> str:
     return text[start:text.index("</li>", start) + len("</li>")]
 
 
+def _reason_tampered(route: str) -> str:
+    """The route row with its first reason dropped, or, for an admitted route (no reasons), one added."""
+    if "<li class=reason>" in route:
+        return route.replace("<li class=reason>" + route.split("<li class=reason>", 1)[1].split("</li>", 1)[0]
+                             + "</li>", "", 1)
+    return route.replace(">admitted</span></td>", ">admitted</span><ul class=reasons><li class=reason>"
+                         "scope-recipe-mismatch: tampered</li></ul></td>", 1)
+
+
 @pytest.mark.parametrize("tamper", ["figure-removed", "figure-changed", "route-state-flipped", "route-state-text-flipped",
                                     "route-reason-dropped",
                                     "decision-flipped", "record-dropped", "expiry-changed", "handoff-broken"])
@@ -369,8 +379,7 @@ def test_tampered_pages_fail_the_assertions(browser, page, want, tmp_path, tampe
         # The words a reader sees, the attribute left alone.
         "route-state-text-flipped": (text, before + "<tr class=route" + route.replace(f">{shown}</span>",
                                                                                       f">{other}</span>", 1)),
-        "route-reason-dropped": (text, before + "<tr class=route" + route.replace(
-            "<li class=reason>" + route.split("<li class=reason>", 1)[1].split("</li>", 1)[0] + "</li>", "", 1)),
+        "route-reason-dropped": (text, before + "<tr class=route" + _reason_tampered(route)),
         "decision-flipped": ('data-decision="admitted"', 'data-decision="refused"'),
         "record-dropped": (first_row, ""),
         "expiry-changed": ('data-days-to-expiry="', 'data-days-to-expiry="1'),
