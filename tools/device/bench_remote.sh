@@ -6,7 +6,7 @@
 # the ratios from the raw JSON.
 #   bench_remote.sh build ALIAS CARRY SRC_DIR    the reference into /tmp/lanes-stash/ref-ALIAS (kept
 #                                                while the tree and its cache entries are the same)
-#                                                and the models the bench makes
+#   bench_remote.sh models ALIAS CARRY           the models the bench makes (kept per machine)
 #   bench_remote.sh run ALIAS CARRY SRC_DIR OUT [LABEL=MODEL ...]
 #                                                builds if needed, then benches the embedded model,
 #                                                a 7B-shaped Q4_0 model made here and each LABEL=MODEL
@@ -77,8 +77,10 @@ print("\n".join(f"-D{k}={v.replace(chr(92) + chr(36), chr(36))}" for k, v in sor
 }
 
 case "$mode" in
-build)  # the reference and the bench's 7B-shaped model, e.g. while other work that measures no speed runs
+build)
   build_reference "$4"
+  ;;
+models)  # the bench's models (the 7B-shaped one takes minutes to make), e.g. beside the reference build
   lanes_remote_bench_models
   ;;
 run)
@@ -98,6 +100,6 @@ run)
   tar -cJf "$out/bench.tar.xz" -C "$work" bench
   ;;
 *)
-  echo "usage: bench_remote.sh build ALIAS CARRY SRC_DIR | run ALIAS CARRY SRC_DIR OUT [LABEL=MODEL ...]" >&2; exit 2
+  echo "usage: bench_remote.sh build ALIAS CARRY SRC_DIR | models ALIAS CARRY | run ALIAS CARRY SRC_DIR OUT [LABEL=MODEL ...]" >&2; exit 2
   ;;
 esac

@@ -25,7 +25,8 @@ for name in run $(for model in "$@"; do echo "run-$(basename "$model" .gguf)"; d
   cat "$out/certify/$name.tar.xz"* | tar -xJf - -C "$runs" "$name/runner_report.pb" || overall=1
 done
 
-VULKAN_CARRY=$vcarry bash "$here/bench_remote.sh" build vulkan "$carry" "$src" > "$out/bench/build.console.txt" 2>&1 &
+{ VULKAN_CARRY=$vcarry bash "$here/bench_remote.sh" build vulkan "$carry" "$src" &&
+  VULKAN_CARRY=$vcarry bash "$here/bench_remote.sh" models vulkan "$carry"; } > "$out/bench/build.console.txt" 2>&1 &
 build_pid=$!
 VULKAN_RUNS=$runs bash "$here/certify_remote_vulkan.sh" "$carry" "$vcarry" "$out/route" "$@"
 status=$?
