@@ -85,10 +85,10 @@ models)  # the bench's models (the 7B-shaped one takes minutes to make), e.g. be
   ;;
 run)
   srcdir=$4; out=$5; shift 5
-  mkdir -p "$out" "$work/lanes"
+  mkdir -p "$out"
   build_reference "$srcdir"
   cp "$ref/reference_build.txt" "$out/"
-  tar -xJf "$lane_carry/${alias}_lane.tar.xz" -C "$work/lanes"
+  lanes_remote_unpack "$lane_carry" "$alias"
   [ "$alias" = cuda ] && lanes_remote_cuda_libs "$work/lanes/cuda"
   lanes_remote_bench_models
   extra=()

@@ -14,20 +14,18 @@
 #   must find the dead run's lock and report what it reaped.
 set -euo pipefail
 carry=$(cd "$1" && pwd); out=$2; shift 2
-for model in "$@"; do [ -f "$model" ] || { echo "certify_remote_cuda.sh: no model file $model" >&2; exit 2; }; done
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-remote.XXXXXX)
 mkdir -p "$out"
-# An earlier session's runs on this machine must never stand in for these (the routes bind to them).
-rm -rf /tmp/lanes-stash/cuda-run /tmp/lanes-stash/cuda-run-*
 
 # shellcheck source=tools/device/remote_setup.sh
 source "$repo/tools/device/remote_setup.sh"
+lanes_remote_require_models certify_remote_cuda.sh "$@" || exit 2
+# An earlier session's runs on this machine must never stand in for these (the routes bind to them).
+rm -rf /tmp/lanes-stash/cuda-run /tmp/lanes-stash/cuda-run-*
 lanes_remote_python
 
-mkdir -p "$work/lanes"
-tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes"
-tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
+lanes_remote_unpack "$carry" cuda cpu
 lanes_remote_ctest_bundle "$carry" cuda "$work/lanes"
 lanes_remote_models
 # Host facts (nvidia-smi, resolved CUDA libraries, LD_LIBRARY_PATH, toolkit version.json, python)

@@ -15,18 +15,16 @@
 #   fewer than two GPUs is refused by the runner's preflight (UNAVAILABLE, with both counts).
 set -euo pipefail
 carry=$(cd "$1" && pwd); out=$2; shift 2
-for model in "$@"; do [ -f "$model" ] || { echo "certify_remote_cuda_x2.sh: no model file $model" >&2; exit 2; }; done
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-remote-x2.XXXXXX)
 mkdir -p "$out"
 
 # shellcheck source=tools/device/remote_setup.sh
 source "$repo/tools/device/remote_setup.sh"
+lanes_remote_require_models certify_remote_cuda_x2.sh "$@" || exit 2
 lanes_remote_python
 
-mkdir -p "$work/lanes"
-tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes"
-tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
+lanes_remote_unpack "$carry" cuda cpu
 lanes_remote_ctest_bundle "$carry" cuda "$work/lanes"
 lanes_remote_models
 lanes_remote_cuda_libs "$work/lanes/cuda"

@@ -31,19 +31,17 @@ if [ "${DETACH:-0}" = 1 ]; then
   exit 0
 fi
 carry=$(cd "$1" && pwd); vcarry=$(cd "$2" && pwd); out=$3; shift 3
-for model in "$@"; do [ -f "$model" ] || { echo "certify_remote_vulkan.sh: no model file $model" >&2; exit 2; }; done
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-remote-vk.XXXXXX)
 mkdir -p "$out"
 
 # shellcheck source=tools/device/remote_setup.sh
 source "$repo/tools/device/remote_setup.sh"
+lanes_remote_require_models certify_remote_vulkan.sh "$@" || exit 2
 lanes_remote_python
 
-mkdir -p "$work/lanes"
-tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes"
-tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes"
-tar -xJf "$vcarry/vulkan_lane.tar.xz" -C "$work/lanes"
+lanes_remote_unpack "$carry" cuda cpu
+lanes_remote_unpack "$vcarry" vulkan
 if [ -z "${VULKAN_RUNS:-}" ]; then lanes_remote_ctest_bundle "$vcarry" vulkan "$work/lanes"; fi
 lanes_remote_vulkan_env "$vcarry" "$work/vkroot" || exit 2
 lanes_remote_cuda_libs "$work/lanes/cuda"

@@ -13,8 +13,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-klprobe.XXXXXX)
 # shellcheck source=tools/device/remote_setup.sh
 source "$repo/tools/device/remote_setup.sh"
-mkdir -p "$work/lanes"
-tar -xJf "$carry/cuda_lane.tar.xz" -C "$work/lanes" && tar -xJf "$carry/cpu_lane.tar.xz" -C "$work/lanes" || exit 2
+lanes_remote_unpack "$carry" cuda cpu || exit 2
 lanes_remote_cuda_libs "$work/lanes/cuda"
 corpus="$repo/third_party/corpus/gnu-gpl-3-and-2.txt"
 

@@ -9,6 +9,19 @@ lanes_remote_python() {
   export NCCL_NVLS_ENABLE=0
 }
 
+# The lanes a run uses: each ALIAS_lane.tar.xz of the carry folder (lane_tar.sh) into $work/lanes.
+lanes_remote_unpack() {  # $1: the carry folder, then lane aliases
+  local from=$1 alias; shift
+  mkdir -p "$work/lanes"
+  for alias in "$@"; do tar -xJf "$from/${alias}_lane.tar.xz" -C "$work/lanes" || return 2; done
+}
+
+# The model files a script was given exist (before any work starts). $1: the script's name.
+lanes_remote_require_models() {
+  local script=$1 model; shift
+  for model in "$@"; do [ -f "$model" ] || { echo "$script: no model file $model" >&2; return 2; }; done
+}
+
 # The embedded model, regenerated from the pinned vocab (byte-identical to the one
 # //tools/model:tiny_llama_f32 builds: checked against its digest), and the synthetic models large
 # enough to be memory-bandwidth bound: the GPU lanes' (2.0 B parameters, F16, ~4 GB) and the CPU
