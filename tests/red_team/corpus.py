@@ -7,7 +7,7 @@ import importlib
 from tests.red_team.case import RedTeamCase
 
 # One module per area; each exports CASES.
-MODULES = ("cases_audit", "cases_bench", "cases_lead", "cases_proc", "cases_serve")
+MODULES = ("cases_audit", "cases_bench", "cases_lead", "cases_proc", "cases_route", "cases_serve")
 
 
 def all_cases() -> list[RedTeamCase]:

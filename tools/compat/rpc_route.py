@@ -569,12 +569,12 @@ def recompute(out_dir: pathlib.Path) -> dict:
                 continue
             greedy_same = [_same_nonempty(logs / f"greedy.{who}.{i}.txt", logs / f"greedy.route.{i}.txt")
                            for i in range(n_prompts)]
-            # Against the CPU lane, a continuation that differs only as every lane alone differs (the
-            # route's text identical to each lane's own) is the lanes' divergence, which their records
-            # bound; the route added none. Against a lane, only identical text agrees.
-            as_lanes = [not same and who == CORPUS_REFERENCE and len(parties) > 1 and all(
-                _same_nonempty(logs / f"greedy.{lane}.{i}.txt", logs / f"greedy.route.{i}.txt")
-                for lane in parties if lane != CORPUS_REFERENCE) for i, same in enumerate(greedy_same)]
+            # Against the CPU lane, a continuation that differs late and only as every lane alone
+            # differs is the lanes' divergence (a near-tie their records bound); against a lane, only
+            # identical text agrees.
+            lanes = [p for p in parties if p != CORPUS_REFERENCE]
+            as_lanes = [not same and who == CORPUS_REFERENCE and _late_divergence_of_every_lane(logs, i, lanes)
+                        for i, same in enumerate(greedy_same)]
             comparisons[who] = {**counts, **metrics, "tokens_identical": tokens_equal,
                                 "greedy_agreement": (sum(greedy_same) + sum(as_lanes)) / n_prompts if n_prompts else math.nan,
                                 "greedy_identical": sum(greedy_same), "greedy_divergent_as_every_lane": sum(as_lanes),
@@ -626,6 +626,22 @@ def _measured_recipe(logs: pathlib.Path, text: str) -> tuple[dict, str]:
     if stated != derived:
         return {}, f"{path.name} states recipe {stated}, the route's commands in compat.log ran {derived}"
     return stated, ""
+
+
+# Of the CPU lane's continuation, the share the route's must repeat before a divergence can be the
+# lanes' own: a near-tie late in 16 tokens, never a continuation that is other text from the start
+# (a lane whose completion tool printed the same wrong text alone and in the route).
+GREEDY_SHARED_PREFIX = 0.75
+
+
+def _late_divergence_of_every_lane(logs: pathlib.Path, i: int, lanes: list[str]) -> bool:
+    route = logs / f"greedy.route.{i}.txt"
+    cpu = logs / f"greedy.{CORPUS_REFERENCE}.{i}.txt"
+    if not lanes or not cpu.is_file() or not all(_same_nonempty(logs / f"greedy.{lane}.{i}.txt", route) for lane in lanes):
+        return False
+    ours, theirs = route.read_bytes(), cpu.read_bytes()
+    shared = next((k for k, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+    return len(theirs) > 0 and shared >= GREEDY_SHARED_PREFIX * len(theirs)
 
 
 def _same_nonempty(a: pathlib.Path, b: pathlib.Path) -> bool:

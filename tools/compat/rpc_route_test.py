@@ -171,6 +171,15 @@ def test_a_cpu_lane_divergence_every_lane_shows_alone_is_the_lanes_not_the_route
     assert result["comparisons"]["cuda"]["greedy_divergent_as_every_lane"] == 0
 
 
+def test_lanes_that_print_other_text_alone_and_in_the_route_are_refused(tmp_path):
+    # A lying completion tool: the same wrong text from each lane alone and from the route, other
+    # than the CPU lane's from the first byte: not a late near-tie, so not the lanes' divergence.
+    result = rpc_route.recompute(_write_run(tmp_path, greedy_route="canned answer",
+                                            greedy={"cuda": "canned answer", "vulkan": "canned answer"}))
+    assert result["comparisons"]["cpu"]["greedy_divergent_as_every_lane"] == 0
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
+
+
 def test_a_cpu_lane_divergence_only_some_lane_shows_is_refused(tmp_path):
     # The route follows the CUDA lane where the Vulkan lane alone continues as the CPU lane: the
     # route differs from a lane, and from the CPU lane in a way not every lane shares.
