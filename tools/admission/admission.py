@@ -492,8 +492,14 @@ def _compatibility_refusal(rec, lanes, model, admitted, policy=None, recipe=None
                 "from the lanes' certification records (tools/compat)")
     t = rec.tolerances
     bounds = [("its own tolerances", t.max_kl_divergence, t.min_top1_agreement, t.max_abs_delta_logit, t.min_greedy_agreement)]
-    b = policy.compatibility
-    bounds.append(("the policy's compatibility bounds", b.max_mean_kl, b.min_top1_agreement, b.max_abs_delta_logit,
+    # A model with weight types other than F32 (the signer re-derives the corpus bounds kind from the
+    # model file) is judged by the policy's bounds for such models; every other by the F32 ones.
+    field = "quantized_compatibility" if rec.corpus_parity.bounds == "quantized" else "compatibility"
+    if not policy.HasField(field):
+        return (f"the policy states no compatibility bounds for a model of this kind (AdmissionPolicy.{field}): "
+                "no mixed route on it is admitted")
+    b = getattr(policy, field)
+    bounds.append((f"the policy's {field} bounds", b.max_mean_kl, b.min_top1_agreement, b.max_abs_delta_logit,
                    b.min_greedy_agreement))
     for whose, max_kl, min_top1, max_delta, min_greedy in bounds:
         # `not (x <= bound)` also refuses NaN.

@@ -459,6 +459,41 @@ def test_policy_compatibility_bounds_refuse_a_looser_record(policy, key, two_lan
     assert decide(strict, envs, nodes, compat=[_compat(key)]).routable
 
 
+def _quantized_compat(key, kl: float):
+    """A route on a quantized model (its corpus comparison under the quantized bounds) whose logits
+    differ from the parties' by mean KL `kl`: a quantized model's lanes differ from each other so."""
+    def quantized(rec):
+        rec.corpus_parity.bounds = "quantized"
+        rec.corpus_parity.mean_kl, rec.corpus_parity.p99_kl = 0.002, 0.02
+        rec.kl_divergence, rec.max_abs_delta_logit, rec.top1_agreement = kl, 1.2, 0.97
+        rec.tolerances.max_kl_divergence, rec.tolerances.max_abs_delta_logit = 0.1, 5.0
+    return _compat(key, mutate=quantized)
+
+
+def test_a_route_on_a_quantized_model_is_judged_by_the_policys_quantized_bounds(policy, key, two_lanes):
+    """The F32 bounds (mean KL 1e-4-level) can never pass a quantized model, whose lanes' own records
+    allow mean KL 0.03: such a route meets the policy's quantized_compatibility, and only those."""
+    envs, nodes = two_lanes
+    judged = admission_pb2.AdmissionPolicy()
+    judged.CopyFrom(policy)
+    q = judged.quantized_compatibility
+    q.max_mean_kl, q.min_top1_agreement, q.max_abs_delta_logit, q.min_greedy_agreement = 0.03, 0.95, 5.0, 1.0
+    assert decide(judged, envs, nodes, compat=[_quantized_compat(key, 0.01)]).routable
+    # Over the quantized bounds: refused, naming them.
+    d = decide(judged, envs, nodes, compat=[_quantized_compat(key, 0.05)])
+    assert_refused(d, "mixed-backends-without-compatibility")
+    assert "outside the policy's quantized_compatibility bounds 0.03" in " ".join(d.reasons)
+    # An F32 model's route with those figures is held to the F32 bounds.
+    f32 = _compat(key, mutate=lambda r: (setattr(r, "kl_divergence", 0.02), setattr(r.tolerances, "max_kl_divergence", 0.03)))
+    d = decide(judged, envs, nodes, compat=[f32])
+    assert_refused(d, "mixed-backends-without-compatibility")
+    assert "outside the policy's compatibility bounds" in " ".join(d.reasons)
+    # A policy that states no quantized bounds admits no route on a quantized model.
+    d = decide(policy, envs, nodes, compat=[_quantized_compat(key, 0.01)])
+    assert_refused(d, "mixed-backends-without-compatibility")
+    assert "states no compatibility bounds for a model of this kind (AdmissionPolicy.quantized_compatibility)" in " ".join(d.reasons)
+
+
 def test_policy_without_compatibility_bounds_admits_no_mixed_route(policy, key, two_lanes):
     envs, nodes = two_lanes
     bare = admission_pb2.AdmissionPolicy()

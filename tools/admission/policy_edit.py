@@ -116,6 +116,7 @@ def update_policy_file(
     supported_record_schema_versions: Iterable[int] | None = None,
     remove_keyids: Iterable[str] = (),
     compatibility_bounds: tuple[float, float, float, float] | None = None,
+    quantized_compatibility_bounds: tuple[float, float, float, float] | None = None,
     lane_required_checks: Iterable[tuple[str, str]] = (),
     remove_speed_floors: Iterable[tuple[str, str]] = (),
     known_lanes: Collection[str] | None = None,
@@ -162,10 +163,11 @@ def update_policy_file(
     if supported_record_schema_versions is not None:
         del policy.supported_record_schema_versions[:]
         policy.supported_record_schema_versions.extend(supported_record_schema_versions)
-    if compatibility_bounds is not None:
-        # max mean KL, min top-1 agreement, max |delta logit|, min greedy agreement.
-        c = policy.compatibility
-        c.max_mean_kl, c.min_top1_agreement, c.max_abs_delta_logit, c.min_greedy_agreement = compatibility_bounds
+    # max mean KL, min top-1 agreement, max |delta logit|, min greedy agreement.
+    for bounds, c in ((compatibility_bounds, policy.compatibility),
+                      (quantized_compatibility_bounds, policy.quantized_compatibility)):
+        if bounds is not None:
+            c.max_mean_kl, c.min_top1_agreement, c.max_abs_delta_logit, c.min_greedy_agreement = bounds
     policy_lib.validate(policy, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(policy_lib.policy_to_json(policy))

@@ -44,6 +44,8 @@ flags.DEFINE_multi_string("remove_key", [], "Keyid to stop trusting (e.g. a lost
 flags.DEFINE_integer("max_record_age_days", None, "Refuse records issued longer ago than this.")
 flags.DEFINE_list("compatibility_bounds", [], "MAX_MEAN_KL,MIN_TOP1,MAX_ABS_DELTA_LOGIT,MIN_GREEDY: what every "
                   "compatibility record must meet; without them no mixed-backend route is admitted.")
+flags.DEFINE_list("quantized_compatibility_bounds", [], "The same four numbers for routes on a model with weight "
+                  "types other than F32; without them no mixed-backend route on such a model is admitted.")
 flags.DEFINE_multi_integer("supported_record_schema_version", [], "Record schema versions accepted (replaces).")
 flags.DEFINE_string("lanes_spec", "", "The lane spec (default: //lanes:spec.json in this tool's runfiles): "
                     "lane-scoped entries must name one of its lanes or '*'.")
@@ -89,7 +91,8 @@ def _run_from_flags() -> admission_pb2.AdmissionPolicy:
         max_record_age_days=FLAGS.max_record_age_days,
         supported_record_schema_versions=FLAGS.supported_record_schema_version or None,
         remove_keyids=FLAGS.remove_key,
-        compatibility_bounds=_bounds(FLAGS.compatibility_bounds),
+        compatibility_bounds=_bounds(FLAGS.compatibility_bounds, "compatibility_bounds"),
+        quantized_compatibility_bounds=_bounds(FLAGS.quantized_compatibility_bounds, "quantized_compatibility_bounds"),
         lane_required_checks=[policy_edit.parse_lane_pair(s, "lane_required_check", "linux-x86_64-cuda:upstream_ctest")
                               for s in FLAGS.lane_required_check],
         remove_speed_floors=[policy_edit.parse_lane_pair(s, "remove_speed_floor", "linux-x86_64-cuda:speed.speedup_pp")
@@ -98,15 +101,15 @@ def _run_from_flags() -> admission_pb2.AdmissionPolicy:
     )
 
 
-def _bounds(values: list[str]) -> tuple[float, float, float, float] | None:
+def _bounds(values: list[str], flag: str) -> tuple[float, float, float, float] | None:
     if not values:
         return None
     if len(values) != 4:
-        raise app.UsageError("--compatibility_bounds takes four numbers: MAX_MEAN_KL,MIN_TOP1,MAX_ABS_DELTA_LOGIT,MIN_GREEDY")
+        raise app.UsageError(f"--{flag} takes four numbers: MAX_MEAN_KL,MIN_TOP1,MAX_ABS_DELTA_LOGIT,MIN_GREEDY")
     try:
         kl, top1, delta, greedy = (float(v) for v in values)
     except ValueError as err:
-        raise app.UsageError(f"--compatibility_bounds: {err}") from err
+        raise app.UsageError(f"--{flag}: {err}") from err
     return kl, top1, delta, greedy
 
 

@@ -124,6 +124,58 @@ class Tolerances:
     min_greedy_agreement: float = 1.0
 
 
+def logit_bounds(quantized: tuple[str, ...], given: Tolerances) -> tuple[Tolerances, float]:
+    """The route's logit tolerances and tie margin for a model whose weight types other than F32 are
+    `quantized`: an F32 model is judged under `given` (by default the F32 bounds the policy's
+    compatibility bounds state); any other model under the bounds its lanes' reference_parity
+    judges it by (reference_parity.QUANTIZED_BOUNDS), with `given`'s greedy agreement. F32 bounds
+    could never pass a quantized model, and a flag never makes its bounds looser."""
+    if not quantized:
+        return given, TIE_MARGIN
+    q = reference_parity.QUANTIZED_BOUNDS
+    return (dataclasses.replace(given, max_abs_delta_logit=q["tol_max_abs_delta_logit"], max_mean_kl=q["tol_mean_kl"],
+                                min_top1_agreement=q["tol_top1_agreement_decisive"]), q["tie_margin"])
+
+
+def loosened_bounds(cfg: dict[str, str]) -> list[str]:
+    """Logit tolerances in compat.log looser than its model's kind allows (logit_bounds over the
+    default Tolerances for the weight types the log names), a missing one included."""
+    quantized = tuple(t for t in cfg.get("corpus_quantized_types", "").split(",") if t)
+    want, tie = logit_bounds(quantized, Tolerances())
+    kind = "quantized" if quantized else "F32"
+    out = []
+    for key, bound in [*dataclasses.asdict(want).items(), ("tie_margin", tie)]:
+        name = key if key == "tie_margin" else f"tol_{key}"
+        try:
+            value = float(cfg[name])
+        except (KeyError, ValueError):
+            out.append(f"{name} not recorded")
+            continue
+        # A wider tie margin leaves fewer positions decisive: looser, as a lower minimum or a higher maximum.
+        looser = value < bound if key.startswith("min_") else value > bound
+        if looser or math.isnan(value):
+            out.append(f"{name}={value:g} is looser than the {kind} model's bound {bound:g}")
+    return out
+
+
+def measurement_config(logs: pathlib.Path, text: str) -> tuple[dict[str, str], list[str]]:
+    """The measurement's configuration and why it cannot be read: compat.config.json alone (a lane
+    process writes none of it). A measurement made before every value went there (its file has no
+    tie_margin) also has compat.log's `# lanes-config` lines read, refused where a command's output
+    carries one (a lane process printing configuration)."""
+    path = log_blocks.config_path(logs, "compat")
+    try:
+        own = log_blocks.load_config(path) if path.is_file() else {}
+    except log_blocks.StepConfigError as err:
+        return {}, [f"{path.name}: unreadable ({err})"]
+    if "tie_margin" in own:
+        return own, []
+    printed = [c for c in log_blocks.commands(text) if c.exit_code is not None and "# lanes-config " in c.output]
+    problems = [f"compat.log: {len(printed)} command output(s) carry `# lanes-config` lines; a lane process "
+                "cannot configure the measurement"] if printed else []
+    return {**log_blocks.config_values(text), **own}, problems
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -236,8 +288,10 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     try:
         _, corpus_sha = corpus_parity.read_corpus()
         quantized = reference_parity.quantized_types(model)
+        reference_parity.model_bounds(model)  # a type no bound was measured for is refused by name
     except (corpus_parity.CorpusError, OSError, ValueError) as err:
         raise RouteError(f"the corpus comparison cannot run: {err}") from err
+    tolerances, tie_margin = logit_bounds(quantized, tolerances)
     logs = out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     tracker = ProcessTracker()
@@ -245,16 +299,22 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     step.config("corpus_sha256", corpus_sha)
     step.config("corpus_quantized_types", ",".join(quantized))
     step.config("corpus_bounds", corpus_parity.bounds_kind(quantized, accelerator=True))
-    step.log(f"# lanes-config tie_margin={TIE_MARGIN!r}")
-    step.log(f"# lanes-config model_sha256={_digest(model).removeprefix('sha256:')}")
-    step.log(f"# lanes-config prompts={len(PROMPTS)}")
-    step.log(f"# lanes-config logit_prompts={LOGIT_PROMPTS}")
+    # Every value the figures are judged by goes to compat.config.json (this tool's own file, which no
+    # lane process writes); the log repeats them for a reader.
+    def configure(key: str, value: object) -> None:
+        step.config(key, value)
+        step.log(f"# lanes-config {key}={value}")
+
+    configure("tie_margin", repr(tie_margin))
+    configure("model_sha256", _digest(model).removeprefix("sha256:"))
+    configure("prompts", len(PROMPTS))
+    configure("logit_prompts", LOGIT_PROMPTS)
     # Each lane as measured: lane id, build evidence digest, runner report digest, server device.
     for lane in lanes:
-        step.log(f"# lanes-config lane.{lane.alias}={lane.lane_id} {build_evidence.evidence_digest(lane.evidence)} "
-                 f"{_digest(lane.report) if lane.report else '-'} {lane.server_device}")
+        configure(f"lane.{lane.alias}", f"{lane.lane_id} {build_evidence.evidence_digest(lane.evidence)} "
+                  f"{_digest(lane.report) if lane.report else '-'} {lane.server_device}")
     for key, value in dataclasses.asdict(tolerances).items():
-        step.log(f"# lanes-config tol_{key}={value!r}")
+        configure(f"tol_{key}", repr(value))
     servers: list[tuple[RouteLane, int, subprocess.Popen, pathlib.Path]] = []
     arrays: dict[str, np.ndarray] = {}
     route_argvs: list[list[str]] = []  # what the route ran: its recipe
@@ -278,7 +338,7 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                       "-ts", split]
         greedy_route = [*offload, "--rpc", endpoints, "--device", ",".join(f"RPC{i}" for i in range(len(servers))),
                         "-ts", split]
-        step.log(f"# lanes-config endpoints={endpoints}")
+        configure("endpoints", endpoints)
         client_lane = by_id[client]
         parties = [("route", client_lane.lane_dir, route_args, greedy_route)]
         parties += [(lane.alias, lane.lane_dir, offload, offload) for lane in lanes]
@@ -503,10 +563,10 @@ def recompute(out_dir: pathlib.Path) -> dict:
     compat.config.json only."""
     logs = pathlib.Path(out_dir) / "logs"
     text = log_blocks.read(logs / "compat.log")
-    cfg = log_blocks.config_values(text)
+    cfg, injected = measurement_config(logs, text)
     tol = {k.removeprefix("tol_"): float(v) for k, v in cfg.items() if k.startswith("tol_")}
     tie = float(cfg.get("tie_margin", TIE_MARGIN))
-    problems: list[str] = []
+    problems: list[str] = injected + loosened_bounds(cfg)
     recipe, why = _measured_recipe(logs, text)
     if why:
         problems.append(why)

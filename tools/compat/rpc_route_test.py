@@ -14,7 +14,7 @@ from google.protobuf import json_format
 from proto import certification_pb2
 from tools.compat import compat_record, rpc_route
 from tools.runner import log_blocks
-from tools.runner.checks import corpus_parity
+from tools.runner.checks import corpus_parity, reference_parity
 
 PARTIES = ("route", "cuda", "vulkan", "cpu")
 ROUTE = ["-ngl", str(rpc_route.OFFLOAD_ALL), "-rpc", "127.0.0.1:1,127.0.0.1:2", "-dev", "RPC0,RPC1"]
@@ -125,6 +125,70 @@ def test_identical_route_is_compatible(tmp_path):
     assert set(result["comparisons"]) == {"cuda", "vulkan", "cpu"}
     assert result["comparisons"]["cpu"]["greedy_agreement"] == 1.0
     assert result["worst"]["max_abs_delta_logit"] == 0.0
+
+
+def _edit_log(out: pathlib.Path, old: str, new: str) -> None:
+    log = out / "logs" / "compat.log"
+    text = log.read_text()
+    assert old in text
+    log.write_text(text.replace(old, new, 1))
+
+
+def test_a_lane_printing_configuration_into_its_output_is_refused(tmp_path):
+    """A lane process's output (inside its command block) that prints `# lanes-config` lines would set
+    the tolerances it is judged by: a measurement whose configuration is read from compat.log refuses it."""
+    out = _write_run(tmp_path)
+    _edit_log(out, "# exit 0 after 0.50s", "# lanes-config tol_max_mean_kl=1.0\n# exit 0 after 0.50s")
+    result = rpc_route.recompute(out)
+    assert not result["compatible"]
+    assert any("command output(s) carry `# lanes-config` lines" in p for p in result["problems"]), result["problems"]
+
+
+def test_the_configuration_file_is_the_only_source_when_it_has_every_value(tmp_path):
+    """measure() writes every value to compat.config.json: then a `# lanes-config` line anywhere in
+    compat.log (a lane's output) changes nothing."""
+    out = _write_run(tmp_path)
+    logs = out / "logs"
+    path = log_blocks.config_path(logs, "compat")
+    text = (logs / "compat.log").read_text()
+    log_blocks.write_config(path, {**log_blocks.load_config(path), **log_blocks.config_values(text)})
+    _edit_log(out, "# exit 0 after 0.50s", "# lanes-config tol_max_mean_kl=1.0\n# exit 0 after 0.50s")
+    result = rpc_route.recompute(out)
+    assert result["compatible"], result["problems"]
+    assert result["tolerances"]["max_mean_kl"] == 1e-4
+
+
+@pytest.mark.parametrize("line, looser", [("tol_max_mean_kl=0.0001", "tol_max_mean_kl=0.001"),
+                                          ("tol_min_greedy_agreement=1.0", "tol_min_greedy_agreement=0.5"),
+                                          ("tie_margin=0.1", "tie_margin=2.0")])
+def test_tolerances_looser_than_the_models_kind_are_refused(tmp_path, line, looser):
+    """The F32 bounds for an F32 model, a quantized model's lanes' bounds for it: a measurement run
+    with looser flags (or a wider tie margin) is not compatible, whatever its figures."""
+    out = _write_run(tmp_path, corpus_config={**_CORPUS_CONFIG, "corpus_quantized_types": "", "corpus_bounds": "f16"},
+                     corpus=_corpus_positions(kl=1e-5))
+    assert rpc_route.recompute(out)["compatible"]
+    _edit_log(out, f"# lanes-config {line}", f"# lanes-config {looser}")
+    result = rpc_route.recompute(out)
+    assert not result["compatible"]
+    assert any(f"{looser.split('=')[0]}=" in p and "looser than the F32 model's bound" in p
+               for p in result["problems"]), result["problems"]
+
+
+def test_a_quantized_model_is_judged_by_its_lanes_quantized_bounds():
+    given = rpc_route.Tolerances()
+    assert rpc_route.logit_bounds((), given) == (given, rpc_route.TIE_MARGIN)
+    tol, tie = rpc_route.logit_bounds(("Q4_K", "Q6_K"), given)
+    q = reference_parity.QUANTIZED_BOUNDS
+    assert (tol.max_abs_delta_logit, tol.max_mean_kl, tol.min_top1_agreement, tie) == (
+        q["tol_max_abs_delta_logit"], q["tol_mean_kl"], q["tol_top1_agreement_decisive"], q["tie_margin"])
+    assert tol.min_greedy_agreement == given.min_greedy_agreement
+    # A quantized measurement's logits differing by what its lanes' records allow: compatible under
+    # those bounds, refused under the F32 ones.
+    base = _CORPUS_CONFIG
+    assert rpc_route.loosened_bounds({"corpus_quantized_types": base["corpus_quantized_types"], "tie_margin": "0.5",
+                                      **{f"tol_{k}": str(v) for k, v in vars(tol).items()}}) == []
+    assert rpc_route.loosened_bounds({"corpus_quantized_types": "", "tie_margin": "0.5",
+                                      **{f"tol_{k}": str(v) for k, v in vars(tol).items()}})
 
 
 def test_diverging_logits_are_refused(tmp_path):

@@ -15,6 +15,9 @@
 # the SDK lock's .debs): the reference is built with the lane's own SDK (headers, glslc,
 # SPIRV-Headers; the same Vulkan_* and SPIRV-Headers_DIR entries the lane's toolchain sets), and
 # both run through the host's loader and the driver's ICD as certify_remote_vulkan.sh sets them up.
+# REFERENCE_NAME=<name> REFERENCE_EXTRA="-DKEY=VALUE ...": a variant of the reference, built into
+# /tmp/lanes-stash/ref-ALIAS-<name> with those cache entries after the spec's (one changed entry, to
+# find which of the lane's differs in speed; a diagnosis, never the reference a ratio is taken to).
 set -euo pipefail
 mode=$1 alias=$2
 case "$alias" in
@@ -24,7 +27,7 @@ case "$alias" in
 esac
 lane_id=linux-x86_64-$alias
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-ref=/tmp/lanes-stash/ref-$alias
+ref=/tmp/lanes-stash/ref-$alias${REFERENCE_NAME:+-$REFERENCE_NAME}
 carry=$(cd "$3" && pwd)
 lane_carry=$(cd "$lane_carry" && pwd)
 work=$(mktemp -d /tmp/lanes-bench.XXXXXX)
@@ -50,6 +53,8 @@ print("\n".join(f"-D{k}={v.replace(chr(92) + chr(36), chr(36))}" for k, v in sor
     defs+=("-DVulkan_INCLUDE_DIR=$sdk/usr/include" "-DVulkan_LIBRARY=$sdk/usr/lib/x86_64-linux-gnu/libvulkan.so"
            "-DVulkan_GLSLC_EXECUTABLE=$sdk/bin/glslc" "-DSPIRV-Headers_DIR=$sdk/usr/share/cmake/SPIRV-Headers")
   fi
+  # shellcheck disable=SC2206
+  [ -n "${REFERENCE_NAME:-}" ] && defs+=(${REFERENCE_EXTRA:?bench_remote.sh: REFERENCE_NAME needs REFERENCE_EXTRA})
   tree=$(sha256sum "$srcdir/llama_src.tar.xz" | cut -d' ' -f1)
   stamp="$tree ${defs[*]}"
   if [ -f "$ref/STAMP" ] && [ "$(cat "$ref/STAMP")" = "$stamp" ] && [ -x "$ref/build/bin/llama-bench" ]; then
@@ -85,6 +90,7 @@ models)  # the bench's models (the 7B-shaped one takes minutes to make), e.g. be
   ;;
 run)
   srcdir=$4; out=$5; shift 5
+  [ -z "${REFERENCE_NAME:-}" ] || { echo "bench_remote.sh run: ratios are taken to the upstream-default reference only (unset REFERENCE_NAME)" >&2; exit 2; }
   mkdir -p "$out"
   build_reference "$srcdir"
   cp "$ref/reference_build.txt" "$out/"

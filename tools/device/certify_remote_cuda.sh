@@ -12,6 +12,8 @@
 #   runner once <step> has started, and record what is left (processes, GPU memory) in
 #   OUT_DIR/kill_test.txt; the certification run that follows is "the next run" whose preflight
 #   must find the dead run's lock and report what it reaped.
+#   SKIP_EMBEDDED=1: only the MODELs (the embedded model's record stands; a slot's minutes go to the
+#   real models).
 set -euo pipefail
 carry=$(cd "$1" && pwd); out=$2; shift 2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -66,9 +68,11 @@ if [ -n "${KILL_DURING:-}" ]; then
 fi
 
 overall=0
-lanes_remote_certify run "${embedded[@]}" || overall=1
-# Kept on this machine for certify_remote_vulkan.sh (the mixed route names the CUDA lane's run).
-rm -rf /tmp/lanes-stash/cuda-run; mkdir -p /tmp/lanes-stash; cp -r "$work/run" /tmp/lanes-stash/cuda-run
+if [ "${SKIP_EMBEDDED:-0}" != 1 ]; then
+  lanes_remote_certify run "${embedded[@]}" || overall=1
+  # Kept on this machine for certify_remote_vulkan.sh (the mixed route names the CUDA lane's run).
+  rm -rf /tmp/lanes-stash/cuda-run; mkdir -p /tmp/lanes-stash; cp -r "$work/run" /tmp/lanes-stash/cuda-run
+fi
 for model in "$@"; do
   stem=$(basename "$model" .gguf)
   lanes_remote_certify "run-$stem" --model="$model" --model_source="model-store:$model" || overall=1

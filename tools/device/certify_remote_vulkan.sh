@@ -13,6 +13,7 @@
 # runner's preflight records which manifest and loader were used. Signing happens back on the
 # issuer's machine: the private key never travels.
 #
+# SKIP_EMBEDDED=1: only the MODELs, certified and routed (the embedded model's records stand).
 # VULKAN_RUNS=<dir>: only the mixed routes, bound to the finished Vulkan runs in <dir> (run/,
 # run-<stem>/, each with its runner_report.pb, as this script's archives unpack). ROUTES=0: only the
 # certification runs (the routes measure no speed, so other work may share the host while they run).
@@ -51,7 +52,9 @@ embedded=(--model="$models/tiny_llama_f32.gguf" --model_source=embedded://tools/
 status=0
 if [ -n "${VULKAN_RUNS:-}" ]; then
   # Routes only: the Vulkan lane's certification already ran (its runs, unpacked here).
-  for name in run $(for model in "$@"; do echo "run-$(basename "$model" .gguf)"; done); do
+  names=$(for model in "$@"; do echo "run-$(basename "$model" .gguf)"; done)
+  [ "${SKIP_EMBEDDED:-0}" = 1 ] || names="run $names"
+  for name in $names; do
     mkdir -p "$work/$name"
     cp "$VULKAN_RUNS/$name/runner_report.pb" "$work/$name/runner_report.pb" || \
       { echo "no Vulkan run $name in VULKAN_RUNS=$VULKAN_RUNS" >&2; exit 2; }
@@ -124,14 +127,14 @@ PY
 
 overall=0
 if [ -z "${VULKAN_RUNS:-}" ]; then
-  certify run "${embedded[@]}" || overall=1
+  [ "${SKIP_EMBEDDED:-0}" = 1 ] || certify run "${embedded[@]}" || overall=1
   for model in "$@"; do
     stem=$(basename "$model" .gguf)
     certify "run-$stem" --model="$model" --model_source="model-store:$model" || overall=1
   done
 fi
 if [ "${ROUTES:-1}" != 0 ]; then
-  route compat "$models/tiny_llama_f32.gguf" /tmp/lanes-stash/cuda-run "$work/run" || overall=1
+  [ "${SKIP_EMBEDDED:-0}" = 1 ] || route compat "$models/tiny_llama_f32.gguf" /tmp/lanes-stash/cuda-run "$work/run" || overall=1
   for model in "$@"; do
     stem=$(basename "$model" .gguf)
     route "compat-$stem" "$model" "/tmp/lanes-stash/cuda-run-$stem" "$work/run-$stem" || overall=1

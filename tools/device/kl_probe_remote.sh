@@ -5,7 +5,9 @@
 # with the recipe corpus_parity runs (-fa auto) and one with flash attention off; variants: the CPU
 # lane with flash attention off, the CUDA lane as certified, with flash attention off, with
 # 8-token micro-batches (ggml-cuda's mat-vec kernels instead of MMQ), without CUDA graphs, and
-# without op fusion.
+# without op fusion; then which part of the model moves it: one group of weights at a time kept on
+# the CPU (-ot, with --no-op-offload so that their matrix products really run there), the KV cache
+# and attention on the CPU (-nkvo), layers 0-19 on the CPU, and nothing on the GPU.
 #   usage: kl_probe_remote.sh CARRY_DIR OUT_FILE MODEL.gguf ...
 set -uo pipefail
 carry=$(cd "$1" && pwd); out=$2; shift 2
@@ -24,6 +26,7 @@ figures() {  # the KL summary of one llama-perplexity run, or its output's tail 
   fi
 }
 
+set -f  # the -ot patterns are regular expressions, never file names
 for model in "$@"; do
   ppl=(-m "$model" -f "$corpus" -c 258 -b 258 --chunks 32 -t "$(nproc)")
   for base_fa in auto off; do
@@ -36,7 +39,10 @@ for model in "$@"; do
     variants=("cuda||-fa off")
     [ "$base_fa" = auto ] && variants=("cpu||-fa off" "cuda||-fa auto" "cuda||-fa off" "cuda||-fa auto -ub 8"
       "cuda|GGML_CUDA_DISABLE_GRAPHS=1|-fa auto" "cuda|GGML_CUDA_DISABLE_FUSION=1|-fa auto"
-      "cuda|GGML_CUDA_DISABLE_GRAPHS=1 GGML_CUDA_DISABLE_FUSION=1|-fa auto")
+      "cuda|GGML_CUDA_DISABLE_GRAPHS=1 GGML_CUDA_DISABLE_FUSION=1|-fa auto"
+      "cuda||-fa auto --no-op-offload -ot token_embd=CPU,output=CPU" "cuda||-fa auto --no-op-offload -ot ffn_=CPU"
+      "cuda||-fa auto --no-op-offload -ot attn_=CPU" "cuda||-fa auto -nkvo" "cuda||-fa auto --no-op-offload -ot norm=CPU"
+      "cuda||-fa auto --no-op-offload -ot blk\\.1?[0-9]\\.=CPU" "cuda||-fa auto -ngl 0 -nkvo --no-op-offload")
     for variant in "${variants[@]}"; do
       IFS='|' read -r lane environment flags <<< "$variant"
       echo "## vs $lane lane ${environment:+$environment }$flags"

@@ -33,11 +33,13 @@ def admitted(decision) -> None:
 
 
 def compatibility_record(certs: Sequence[certification_pb2.CertificationRecord],
-                         recipe: runner_report_pb2.Recipe | None = None,
+                         recipe: runner_report_pb2.Recipe | None = None, corpus_bounds: str = "f16",
                          **fields) -> certification_pb2.CompatibilityRecord:
     """An unsigned CompatibilityRecord measured with exactly `certs`, as tools/compat builds one: their
     lanes, device classes, builds, record ids, model and llama.cpp pin, and the recipe the route ran
-    (default: the first record's). `fields` sets the rest (figures, tolerances, issuer, times)."""
+    (default: the first record's). `corpus_bounds`: the model's kind as its corpus comparison states
+    it ("f16": an F32 model on accelerators; "quantized"). `fields` sets the rest (figures,
+    tolerances, issuer, times)."""
     rec = certification_pb2.CompatibilityRecord(
         schema_version=records.COMPATIBILITY_SCHEMA_VERSION, model_sha256=certs[0].model.sha256,
         upstream_commit=certs[0].upstream_commit, patch_stack_digest=certs[0].patch_stack_digest, **fields)
@@ -48,9 +50,11 @@ def compatibility_record(certs: Sequence[certification_pb2.CertificationRecord],
         rec.certification_record_ids.append(cert.record_id)
     rec.recipe.CopyFrom(recipe if recipe is not None else certs[0].recipe)
     # tools/compat's corpus comparison with the CPU lane, as a compatible measurement gives it.
+    mean_kl, p99_kl, top1 = (0.002, 0.02, 0.99) if corpus_bounds == "quantized" else (0.0005, 0.005, 0.995)
     rec.corpus_parity.CopyFrom(certification_pb2.CompatibilityCorpus(
-        corpus_sha256=corpus_parity.CORPUS_SHA256, bounds="quantized", positions=4096, decisive_positions=2000, mean_kl=0.002,
-        p99_kl=0.02, top1_agreement_decisive=0.99, perplexity_ratio=1.001, route_perplexity=15.0, cpu_perplexity=14.99))
+        corpus_sha256=corpus_parity.CORPUS_SHA256, bounds=corpus_bounds, positions=4096, decisive_positions=2000,
+        mean_kl=mean_kl, p99_kl=p99_kl, top1_agreement_decisive=top1, perplexity_ratio=1.001, route_perplexity=15.0,
+        cpu_perplexity=14.99))
     if not rec.recipe.longest_sequence_tokens:
         # tools/compat states the longest sequence it compared; the sample routes ask for whole contexts.
         rec.recipe.longest_sequence_tokens = rec.recipe.context_size
