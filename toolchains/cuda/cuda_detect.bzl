@@ -126,12 +126,15 @@ def _build(_sdk):
         "env": {"PATH": root + "/bin:$PATH", "CUDAToolkit_ROOT": root, "CUDA_PATH": root},
         "cache_entries": {
             "CMAKE_CUDA_COMPILER": root + "/bin/nvcc",
+            # Every CUDA compile through it, so no build path or process id reaches an object (the
+            # upstream reference's too; the llama stage compiles no CUDA and leaves it unused).
+            "CMAKE_CUDA_COMPILER_LAUNCHER": "$EXT_BUILD_ROOT/toolchains/cuda/nvcc_reproducible.sh",
             # libggml-cuda's cudart/cuBLAS are found at link time here, at run time via RUNPATH
             # or the host's CUDA install (the runner records which were loaded).
             "CMAKE_EXE_LINKER_FLAGS": "-Wl,-rpath-link," + root + "/lib",
             "CMAKE_SHARED_LINKER_FLAGS": "-Wl,-rpath-link," + root + "/lib",
         },
-        "build_data": ["@cuda_toolkit//:toolkit"],
+        "build_data": ["@cuda_toolkit//:toolkit", "@//toolchains/cuda:nvcc_reproducible.sh"],
     }
 
 CUDA_SDK = sdk_detector("cuda", _detect, _build, environ = CUDA_ENVIRON)

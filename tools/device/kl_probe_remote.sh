@@ -7,8 +7,10 @@
 # 8-token micro-batches (ggml-cuda's mat-vec kernels instead of MMQ), without CUDA graphs, and
 # without op fusion; then which part of the model moves it: one group of weights at a time kept on
 # the CPU (-ot, with --no-op-offload so that their matrix products really run there), the KV cache
-# and attention on the CPU (-nkvo), layers 0-19 on the CPU, and nothing on the GPU.
-#   usage: kl_probe_remote.sh CARRY_DIR OUT_FILE MODEL.gguf ...
+# and attention on the CPU (-nkvo), layers 0-19 on the CPU, and nothing on the GPU. With KL_REF set
+# to an upstream-default CUDA build of the same tree (bench_remote.sh build: its build/ directory),
+# that build too, as the CUDA lane: whether the gap is the lane's build or upstream's CUDA backend.
+#   usage: [KL_REF=DIR] kl_probe_remote.sh CARRY_DIR OUT_FILE MODEL.gguf ...
 set -uo pipefail
 carry=$(cd "$1" && pwd); out=$2; shift 2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +20,11 @@ source "$repo/tools/device/remote_setup.sh"
 lanes_remote_unpack "$carry" cuda cpu || exit 2
 lanes_remote_cuda_libs "$work/lanes/cuda"
 corpus="$repo/third_party/corpus/gnu-gpl-3-and-2.txt"
+declare -A bin=([cpu]="$work/lanes/cpu/bin" [cuda]="$work/lanes/cuda/bin")
+if [ -n "${KL_REF:-}" ]; then
+  [ -x "$KL_REF/bin/llama-perplexity" ] || { echo "KL_REF=$KL_REF: no bin/llama-perplexity (bench_remote.sh build first)" >&2; exit 2; }
+  bin[ref]="$KL_REF/bin"
+fi
 
 figures() {  # the KL summary of one llama-perplexity run, or its output's tail when it printed none
   local log=$1
@@ -43,12 +50,13 @@ for model in "$@"; do
       "cuda||-fa auto --no-op-offload -ot token_embd=CPU,output=CPU" "cuda||-fa auto --no-op-offload -ot ffn_=CPU"
       "cuda||-fa auto --no-op-offload -ot attn_=CPU" "cuda||-fa auto -nkvo" "cuda||-fa auto --no-op-offload -ot norm=CPU"
       "cuda||-fa auto --no-op-offload -ot blk\\.1?[0-9]\\.=CPU" "cuda||-fa auto -ngl 0 -nkvo --no-op-offload")
+    [ "$base_fa" = auto ] && [ -n "${bin[ref]:-}" ] && variants+=("ref||-fa auto" "ref||-fa auto -ub 8")
     for variant in "${variants[@]}"; do
       IFS='|' read -r lane environment flags <<< "$variant"
       echo "## vs $lane lane ${environment:+$environment }$flags"
-      gpu=(); [ "$lane" = cuda ] && gpu=(-ngl 99)
+      gpu=(); [ "$lane" != cpu ] && gpu=(-ngl 99)
       # shellcheck disable=SC2086
-      env $environment "$work/lanes/$lane/bin/llama-perplexity" "${ppl[@]}" "${gpu[@]}" $flags \
+      env $environment "${bin[$lane]}/llama-perplexity" "${ppl[@]}" "${gpu[@]}" $flags \
         --kl-divergence-base "$base" --kl-divergence > "$work/log" 2>&1
       figures "$work/log"
     done
