@@ -4,8 +4,8 @@ Without toolchains/cuda/nvcc_reproducible.sh (the CUDA SDK's CMAKE_CUDA_COMPILER
 compiles of one source from two build roots differ: nvcc's process id names its intermediate files,
 __FILE__ holds the root, and CCCL's internal-linkage entities are named after a hash of the absolute
 source path; each of the three alone keeps them apart (shown here, so the test can fail). Through
-the launcher they are identical. Uses the pinned
-toolkit (@cuda_toolkit), hence manual: `bazel test //tests:cuda_reproducible_test`.
+the launcher they are identical. Uses the pinned toolkit (@cuda_toolkit), hence manual:
+`bazel test //tests:cuda_reproducible_test`.
 """
 
 import os
@@ -17,7 +17,10 @@ import sys
 import pytest
 
 RUNFILES = pathlib.Path(os.environ.get("TEST_SRCDIR", "."))
-LAUNCHER = RUNFILES / "lanes" / "toolchains" / "cuda" / "nvcc_reproducible.sh"
+# Where the cmake() action's exec root holds the launcher and a ggml-cuda source.
+LAUNCHER_UNDER_ROOT = "toolchains/cuda/nvcc_reproducible.sh"
+SOURCE_UNDER_ROOT = "external/llama_cpp/src/ggml/src/ggml-cuda/scale.cu"
+LAUNCHER = RUNFILES / "lanes" / LAUNCHER_UNDER_ROOT
 NVCC = RUNFILES / "cuda_toolkit" / "toolkit" / "bin" / "nvcc"
 
 # What ggml-cuda does that leaks a build's circumstances: CCCL headers (cub, as argsort.cu), an
@@ -37,10 +40,10 @@ void launch_scale(float * x) { scale<<<1, 32>>>(x, 2.0f); }
 
 def build_root(parent: pathlib.Path) -> pathlib.Path:
     """A build root laid out as the cmake() action's exec root: the launcher and the source in it."""
-    launcher = parent / "toolchains" / "cuda" / "nvcc_reproducible.sh"
+    launcher = parent / LAUNCHER_UNDER_ROOT
     launcher.parent.mkdir(parents=True)
     shutil.copy(LAUNCHER, launcher)
-    source = parent / "external" / "llama_cpp" / "src" / "ggml" / "src" / "ggml-cuda" / "scale.cu"
+    source = parent / SOURCE_UNDER_ROOT
     source.parent.mkdir(parents=True)
     source.write_text(SOURCE)
     (parent / "build" / "CMakeFiles").mkdir(parents=True)
@@ -51,12 +54,12 @@ def compile_in(root: pathlib.Path, through_launcher: bool, obj: str = "CMakeFile
                extra: tuple[str, ...] = ()) -> bytes:
     """Compiles as CMake's CUDA rule for ggml-cuda does (Ninja, nvcc dependency files):
     `[launcher] nvcc DEFINES INCLUDES FLAGS -MD -MT OBJECT -MF DEPFILE -x cu -c SOURCE -o OBJECT`."""
-    source = root / "external" / "llama_cpp" / "src" / "ggml" / "src" / "ggml-cuda" / "scale.cu"
+    source = root / SOURCE_UNDER_ROOT
     command = [str(NVCC), "-DGGML_CUDA_GRAPHS", f"-I{source.parent}", "-O3", "-DNDEBUG", "--generate-code=arch=compute_90a,code=[compute_90a,sm_90a]",
                "-Xcompiler=-fPIC", "-use_fast_math", "-extended-lambda", "-compress-mode=size", "-Xcompiler", "-Wno-pedantic",
                *extra, "-MD", "-MT", obj, "-MF", obj + ".d", "-x", "cu", "-c", str(source), "-o", obj]
     if through_launcher:
-        command.insert(0, str(root / "toolchains" / "cuda" / "nvcc_reproducible.sh"))
+        command.insert(0, str(root / LAUNCHER_UNDER_ROOT))
     subprocess.run(command, cwd=root / "build", check=True, timeout=600, capture_output=True)
     return (root / "build" / obj).read_bytes()
 
@@ -79,15 +82,19 @@ def test_without_it_they_differ(roots):
     assert first != second, "nvcc became reproducible on its own: the launcher may be dropped"
 
 
+def launcher_flags(root: pathlib.Path) -> dict[str, tuple[str, ...]]:
+    """The launcher's three additions for a compile of SOURCE_UNDER_ROOT, by the leak each closes."""
+    return {"pid-named intermediate files": ("-objtemp",),
+            "__FILE__": (f"-Xcompiler=-ffile-prefix-map={root}=.",),
+            "absolute-path hash of internal names": ("-Xcudafe", f"--orig_src_path_name={SOURCE_UNDER_ROOT}")}
+
+
 # Each of the launcher's three additions is needed: with the other two only, the objects differ.
-@pytest.mark.parametrize("leak, other_two", [
-    ("pid-named intermediate files", lambda root, rel: ("-Xcompiler=-ffile-prefix-map=" + str(root) + "=.", "-Xcudafe", "--orig_src_path_name=" + rel)),
-    ("__FILE__", lambda root, rel: ("-objtemp", "-Xcudafe", "--orig_src_path_name=" + rel)),
-    ("absolute-path hash of internal names", lambda root, rel: ("-objtemp", "-Xcompiler=-ffile-prefix-map=" + str(root) + "=.")),
-])
-def test_each_of_its_flags_is_needed(roots, leak, other_two):
-    rel = "external/llama_cpp/src/ggml/src/ggml-cuda/scale.cu"
-    first, second = (compile_in(root, through_launcher=False, obj="CMakeFiles/partial.cu.o", extra=other_two(root, rel))
+@pytest.mark.parametrize("leak", ["pid-named intermediate files", "__FILE__", "absolute-path hash of internal names"])
+def test_each_of_its_flags_is_needed(roots, leak):
+    def other_two(root: pathlib.Path) -> tuple[str, ...]:
+        return tuple(flag for name, flags in launcher_flags(root).items() if name != leak for flag in flags)
+    first, second = (compile_in(root, through_launcher=False, obj="CMakeFiles/partial.cu.o", extra=other_two(root))
                      for root in roots)
     assert first != second, f"without the launcher's fix for {leak} the objects are still identical: that fix may be dropped"
 
@@ -95,8 +102,7 @@ def test_each_of_its_flags_is_needed(roots, leak, other_two):
 def test_a_source_outside_the_root_is_refused(roots, tmp_path):
     outside = tmp_path / "outside.cu"
     outside.write_text(SOURCE)
-    launcher = roots[0] / "toolchains" / "cuda" / "nvcc_reproducible.sh"
-    run = subprocess.run([str(launcher), str(NVCC), "-x", "cu", "-c", str(outside), "-o", "CMakeFiles/x.o"],
+    run = subprocess.run([str(roots[0] / LAUNCHER_UNDER_ROOT), str(NVCC), "-x", "cu", "-c", str(outside), "-o", "CMakeFiles/x.o"],
                          cwd=roots[0] / "build", timeout=60, capture_output=True, text=True)
     assert run.returncode == 2 and "is not under the build's exec root" in run.stderr, run.stderr
 
@@ -104,8 +110,8 @@ def test_a_source_outside_the_root_is_refused(roots, tmp_path):
 def test_a_source_named_relative_to_the_build_directory_is_placed_under_the_root(roots):
     objects = []
     for root in roots:
-        run = subprocess.run([str(root / "toolchains" / "cuda" / "nvcc_reproducible.sh"), str(NVCC), "-O3", "-arch=sm_90a",
-                              "-x", "cu", "-c", "../external/llama_cpp/src/ggml/src/ggml-cuda/scale.cu", "-o", "CMakeFiles/rel.cu.o"],
+        run = subprocess.run([str(root / LAUNCHER_UNDER_ROOT), str(NVCC), "-O3", "-arch=sm_90a",
+                              "-x", "cu", "-c", f"../{SOURCE_UNDER_ROOT}", "-o", "CMakeFiles/rel.cu.o"],
                              cwd=root / "build", timeout=600, capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
         objects.append((root / "build" / "CMakeFiles" / "rel.cu.o").read_bytes())
@@ -113,8 +119,7 @@ def test_a_source_named_relative_to_the_build_directory_is_placed_under_the_root
 
 
 def test_a_cuda_compile_without_a_source_it_can_find_is_refused(roots):
-    launcher = roots[0] / "toolchains" / "cuda" / "nvcc_reproducible.sh"
-    run = subprocess.run([str(launcher), str(NVCC), "-x", "cu", "--some-future-compile-flag", "scale.cu"],
+    run = subprocess.run([str(roots[0] / LAUNCHER_UNDER_ROOT), str(NVCC), "-x", "cu", "--some-future-compile-flag", "scale.cu"],
                          cwd=roots[0] / "build", timeout=60, capture_output=True, text=True)
     assert run.returncode == 2 and "without -c/-dc SOURCE" in run.stderr, run.stderr
 
@@ -123,7 +128,7 @@ def test_a_launcher_called_by_another_path_is_refused(tmp_path):
     elsewhere = tmp_path / "launcher.sh"
     shutil.copy(LAUNCHER, elsewhere)
     run = subprocess.run([str(elsewhere), str(NVCC), "--version"], timeout=60, capture_output=True, text=True)
-    assert run.returncode == 2 and "must name it as <exec root>/toolchains/cuda/nvcc_reproducible.sh" in run.stderr
+    assert run.returncode == 2 and f"must name it as <exec root>/{LAUNCHER_UNDER_ROOT}" in run.stderr
 
 
 if __name__ == "__main__":

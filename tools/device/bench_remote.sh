@@ -57,8 +57,10 @@ print("\n".join(f"-D{k}={v.replace(chr(92) + chr(36), chr(36))}" for k, v in sor
   [ -n "${REFERENCE_NAME:-}" ] && defs+=(${REFERENCE_EXTRA:?bench_remote.sh: REFERENCE_NAME needs REFERENCE_EXTRA})
   tree=$(sha256sum "$srcdir/llama_src.tar.xz" | cut -d' ' -f1)
   stamp="$tree ${defs[*]}"
-  if [ -f "$ref/STAMP" ] && [ "$(cat "$ref/STAMP")" = "$stamp" ] && [ -x "$ref/build/bin/llama-bench" ] \
-    && [ -x "$ref/build/bin/llama-perplexity" ]; then
+  # llama-bench; llama-perplexity beside it for kl_probe_remote.sh's upstream variant.
+  local targets=(llama-bench llama-perplexity) built=1 target
+  for target in "${targets[@]}"; do [ -x "$ref/build/bin/$target" ] || built=0; done
+  if [ -f "$ref/STAMP" ] && [ "$(cat "$ref/STAMP")" = "$stamp" ] && [ "$built" = 1 ]; then
     echo "reference $ref: already built from this tree"; return 0
   fi
   if [ -f "$ref/STAMP" ] && [ "$(cut -d' ' -f1 "$ref/STAMP")" = "$tree" ]; then
@@ -70,11 +72,10 @@ print("\n".join(f"-D{k}={v.replace(chr(92) + chr(36), chr(36))}" for k, v in sor
   fi
   echo "reference cache entries: ${defs[*]}" | tee -a "$ref/reference_build.txt"
   local start; start=$(date +%s)
-  # Only llama-bench's configuration matters (llama-perplexity beside it for kl_probe_remote.sh's
-  # upstream variant); tests, examples and the app are not configured.
+  # Only llama-bench's configuration matters; tests, examples and the app are not configured.
   cmake -S "$ref/src" -B "$ref/build" "${defs[@]}" -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_APP=OFF >> "$ref/reference_build.txt" 2>&1
-  cmake --build "$ref/build" --target llama-bench llama-perplexity --parallel "$(nproc)" >> "$ref/reference_build.txt" 2>&1
+  cmake --build "$ref/build" --target "${targets[@]}" --parallel "$(nproc)" >> "$ref/reference_build.txt" 2>&1
   echo "reference build: $(( $(date +%s) - start )) s on $(nproc) cores" | tee -a "$ref/reference_build.txt"
   grep -E "CMAKE_CUDA_ARCHITECTURES|GGML_CUDA_NO_VMM|GGML_CUDA_GRAPHS|GGML_LLAMAFILE|GGML_NATIVE|GGML_VULKAN|Vulkan_GLSLC" \
     "$ref/build/CMakeCache.txt" | tee -a "$ref/reference_build.txt"
