@@ -9,8 +9,9 @@
 # the CPU (-ot, with --no-op-offload so that their matrix products really run there), the KV cache
 # and attention on the CPU (-nkvo), layers 0-19 on the CPU, and nothing on the GPU. With KL_REF set
 # to an upstream-default CUDA build of the same tree (bench_remote.sh build: its build/ directory),
-# that build too, as the CUDA lane: whether the gap is the lane's build or upstream's CUDA backend.
-#   usage: [KL_REF=DIR] kl_probe_remote.sh CARRY_DIR OUT_FILE MODEL.gguf ...
+# that build too, as the CUDA lane: whether the gap is the lane's build or upstream's CUDA backend;
+# KL_REF_ONLY=1 runs only that build's variants (the lane's were run while the reference built).
+#   usage: [KL_REF=DIR [KL_REF_ONLY=1]] kl_probe_remote.sh CARRY_DIR OUT_FILE MODEL.gguf ...
 set -uo pipefail
 carry=$(cd "$1" && pwd); out=$2; shift 2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,7 +37,8 @@ figures() {  # the KL summary of one llama-perplexity run, or its output's tail 
 set -f  # the -ot patterns are regular expressions, never file names
 for model in "$@"; do
   ppl=(-m "$model" -f "$corpus" -c 258 -b 258 --chunks 32 -t "$(nproc)")
-  for base_fa in auto off; do
+  bases=(auto off); [ "${KL_REF_ONLY:-0}" = 1 ] && bases=(auto)
+  for base_fa in "${bases[@]}"; do
     base="$work/base-$base_fa"
     echo "# $(basename "$model"): base = CPU lane -fa $base_fa"
     "$work/lanes/cpu/bin/llama-perplexity" "${ppl[@]}" -fa "$base_fa" --kl-divergence-base "$base" > "$work/log" 2>&1
@@ -50,6 +52,7 @@ for model in "$@"; do
       "cuda||-fa auto --no-op-offload -ot token_embd=CPU,output=CPU" "cuda||-fa auto --no-op-offload -ot ffn_=CPU"
       "cuda||-fa auto --no-op-offload -ot attn_=CPU" "cuda||-fa auto -nkvo" "cuda||-fa auto --no-op-offload -ot norm=CPU"
       "cuda||-fa auto --no-op-offload -ot blk\\.1?[0-9]\\.=CPU" "cuda||-fa auto -ngl 0 -nkvo --no-op-offload")
+    [ "${KL_REF_ONLY:-0}" = 1 ] && variants=()
     [ "$base_fa" = auto ] && [ -n "${bin[ref]:-}" ] && variants+=("ref||-fa auto" "ref||-fa auto -ub 8")
     for variant in "${variants[@]}"; do
       IFS='|' read -r lane environment flags <<< "$variant"
