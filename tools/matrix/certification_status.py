@@ -247,6 +247,7 @@ _HEADLINES: tuple[tuple[str, str, str, str, str], ...] = (
     ("upstream_ctest", "tests_registered", "CTest registered", "", ""),
     ("fixture_parity", "tests_passed", "tests passed", "", ""),
     ("fixture_parity", "tests_failed", "tests failed", "", ""),
+    ("fixture_parity", "tests_failed_not_reproduced", "failed tests not reproduced (re-evaluated)", "", ""),
     ("op_oracle", "nodes_fail", "nodes failed", "", ""),
     ("cpu_variants", "variants_runnable", "variants runnable", "", ""),
     ("cancellation", "cancel_to_release_seconds", "cancel-to-slot-release s", "cancel_bound_s", "<="),

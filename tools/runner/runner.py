@@ -30,7 +30,7 @@ from tools.runner.lane_spec import LaneSpecError, load_lane
 from tools.runner.steps import Step
 
 CR = rpb.CheckResult
-RUNNER_VERSION = "lanes-runner 0.7.0"
+RUNNER_VERSION = "lanes-runner 0.7.1"
 
 EXIT_OK = 0
 EXIT_FAIL, EXIT_UNAVAILABLE = errors.EXIT_FAILURE, errors.EXIT_UNAVAILABLE

@@ -18,6 +18,7 @@ Counting (read from test-backend-ops.cpp at the pin, not guessed):
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 from tools.runner import log_blocks
@@ -44,6 +45,17 @@ class OpCounts:
     skipped: int = 0  # "skipping large tensors for speed": neither passed nor failed
 
 
+@dataclasses.dataclass(frozen=True)
+class GradFailure:
+    """A grad-mode test that failed only by mean absolute asymmetry: every detail line is an
+    `[X] MAA = v > thr` exceedance and its result line is `compare failed FAIL` (no nonfinite
+    gradient, no allocation or compute error). Only such a failure depends on the input draw."""
+    op: str
+    test: str
+    maa: tuple[float, ...]
+    thresholds: tuple[float, ...]
+
+
 @dataclasses.dataclass
 class OpsSummary:
     mode: str = "test"
@@ -56,6 +68,7 @@ class OpsSummary:
     summary_passed: int | None = None
     summary_total: int | None = None
     backend_status: dict[str, str] = dataclasses.field(default_factory=dict)
+    grad_failures: list[GradFailure] = dataclasses.field(default_factory=list)  # MAA-only failures
 
     def op(self, name: str) -> OpCounts:
         return self.ops.setdefault(name, OpCounts())
@@ -136,9 +149,23 @@ def _parse_test_mode(s: OpsSummary, lines: list[str]) -> None:
             s.count(op, kind, f"{op}({m.group('params')})")
 
 
+def _detail(rest: str) -> tuple[str, float, float]:
+    """A grad-mode detail line: ("maa", value, threshold) when it is exactly one MAA exceedance."""
+    found = list(_ERR.finditer(rest))
+    if len(found) == 1 and found[0].group("kind") == "MAA" and "nonfinite" not in rest:
+        try:
+            value, thr = float(found[0].group("value")), float(found[0].group("thr"))
+        except ValueError:
+            return "other", 0.0, 0.0
+        if math.isfinite(value) and math.isfinite(thr):
+            return "maa", value, thr
+    return "other", 0.0, 0.0
+
+
 def _parse_grad_mode(s: OpsSummary, lines: list[str]) -> None:
     open_op: str | None = None  # the header's op while its result is pending
     open_params = ""
+    open_details: list[tuple[str, float, float]] = []  # ("maa" | "other", value, threshold)
 
     def close_incomplete() -> None:
         nonlocal open_op
@@ -162,7 +189,7 @@ def _parse_grad_mode(s: OpsSummary, lines: list[str]) -> None:
             close_incomplete()
         if open_op is None:
             if kind == "passed":  # a header: default OK, nothing evaluated yet
-                open_op, open_params = op, params
+                open_op, open_params, open_details = op, params, []
             elif kind in ("not_supported", "failed"):
                 # Not supported: the output is not F32, the single line of that test. Failed with no
                 # header (an allocation error): fail closed.
@@ -172,8 +199,14 @@ def _parse_grad_mode(s: OpsSummary, lines: list[str]) -> None:
         s.op(open_op)
         rest = m.group("rest")
         if kind == "other" or (kind == "failed" and ("MAA = " in rest or "nonfinite gradient" in rest)):
+            if kind == "failed":
+                open_details.append(_detail(rest))
             continue  # not a result, or a detail line that the final result line follows
         s.count(open_op, kind, f"{open_op}({params})")
+        if (kind == "failed" and rest.startswith("compare failed") and open_details
+                and all(d[0] == "maa" for d in open_details)):
+            s.grad_failures.append(GradFailure(open_op, f"{open_op}({params})", tuple(d[1] for d in open_details),
+                                               tuple(d[2] for d in open_details)))
         open_op = None
     close_incomplete()
 
