@@ -6,7 +6,10 @@
 # run beside the lane, rotated each round so that no build always runs first, with the bench's
 # llama-bench flags; the raw JSON and a table of per-build medians go to OUT.
 #   arch_probe_remote.sh build CARRY SRC_DIR            both references, in parallel
-#   arch_probe_remote.sh run CARRY SRC_DIR OUT ROUNDS MODEL.gguf ...
+#   [NO_LANE=1] arch_probe_remote.sh run CARRY SRC_DIR OUT ROUNDS MODEL.gguf ...
+#                                                       NO_LANE=1: the two references only (a carry
+#                                                       without the CUDA lane; its ratio to upstream is
+#                                                       the committed bench's)
 set -uo pipefail
 mode=$1 carry=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,19 +35,24 @@ work=$(mktemp -d /tmp/lanes-archprobe.XXXXXX)
 # shellcheck source=tools/device/remote_setup.sh
 source "$repo/tools/device/remote_setup.sh"
 lanes_remote_require_models arch_probe_remote.sh "$@" || exit 2
-lanes_remote_unpack "$carry" cuda || exit 2
-lanes_remote_cuda_libs "$work/lanes/cuda"
 builds=(lane ref ref90a)
+if [ "${NO_LANE:-0}" = 1 ]; then
+  builds=(ref ref90a)
+else
+  lanes_remote_unpack "$carry" cuda || exit 2
+  lanes_remote_cuda_libs "$work/lanes/cuda"
+fi
 declare -A dir=([lane]="$work/lanes/cuda" [ref]=/tmp/lanes-stash/ref-cuda/build [ref90a]=/tmp/lanes-stash/ref-cuda-90a/build)
 for b in "${builds[@]}"; do
   [ -x "${dir[$b]}/bin/llama-bench" ] || { echo "no llama-bench in ${dir[$b]}: arch_probe_remote.sh build first" >&2; exit 2; }
   echo "# $b: $(grep -h CMAKE_CUDA_ARCHITECTURES: "${dir[$b]}/CMakeCache.txt" 2>/dev/null || echo 'the lane (90a)')"
 done | tee "$out/arch_probe.txt"
 mkdir -p "$work/raw"
+n=${#builds[@]}
 for ((round = 0; round < rounds; round++)); do
   for model in "$@"; do
-    for ((k = 0; k < 3; k++)); do
-      b=${builds[$(((round + k) % 3))]}
+    for ((k = 0; k < n; k++)); do
+      b=${builds[$(((round + k) % n))]}
       raw="$work/raw/$(basename "$model" .gguf).$b.$round.json"
       "${dir[$b]}/bin/llama-bench" -m "$model" -p 512 -n 128 -r 3 -t "$(nproc)" -ngl 99 -o json > "$raw" 2> "$raw.log" \
         || { echo "llama-bench $b round $round $(basename "$model") failed:"; tail -n 5 "$raw.log"; }

@@ -544,6 +544,16 @@ def test_failures_the_input_draw_cannot_explain_are_never_excused(tmp_path):
                            (_failing_run(), 1, "grad_confirm_runs=1: the protocol re-evaluates 5 times")):
         [problem] = FP.problems(_grad_log(tmp_path, run, [SQR_RUN] * runs, confirm_runs=runs))
         assert "test(s) failed" in problem and why in problem, problem
+    # A gross MAA (a gradient of the wrong sign or scale) or a threshold the runner did not configure.
+    gross = _failing_run().replace("MAA = 0.000182353", "MAA = 0.012000000")
+    [problem] = FP.problems(_grad_log(tmp_path, gross, [SQR_RUN] * 5))
+    assert "MAA 0.012000000 is over 100x its threshold 0.0001: a wrong gradient" in problem, problem
+    loose = _failing_run().replace("> 0.000100000", "> 0.100000000")
+    [problem] = FP.problems(_grad_log(tmp_path, loose, [SQR_RUN] * 5))
+    assert "printed MAA threshold(s) 0.1, the runner's for SQR is 0.0001" in problem, problem
+    # More re-evaluations than the protocol's, or a count that is not a number.
+    [problem] = FP.problems(_grad_log(tmp_path, _failing_run(), [SQR_RUN] * 6, confirm_runs=6))
+    assert "grad_confirm_runs=6: the protocol re-evaluates 5 times" in problem, problem
     # A run that crashed after printing its failure and summary.
     [problem] = FP.problems(_grad_log(tmp_path, _failing_run(), [SQR_RUN] * 5, run_code=139))
     assert "a grad run that failed tests and finished exits 1" in problem, problem
@@ -552,6 +562,8 @@ def test_failures_the_input_draw_cannot_explain_are_never_excused(tmp_path):
     (tmp_path / "fixture_parity.config.json").write_text(
         (tmp_path / "fixture_parity.config.json").read_text().replace('"grad_confirm_runs"', '"x_unused"'))
     assert "the run predates re-evaluation" in FP.problems(logs)[0]
+    # ... and recomputes the figures it always had (none of the re-evaluation counts).
+    assert not {k for k in FP.recompute(logs)[0] if "reevaluation" in k or "not_reproduced" in k}
 
 
 def test_the_re_evaluations_must_be_the_runners(tmp_path):
@@ -652,3 +664,24 @@ def test_the_runner_does_not_re_evaluate_a_nonfinite_gradient(tmp_path):
     status, message = _run_step(ctx)
     assert len(argv_log.read_text().splitlines()) == 1
     assert status == FP.CR.FAIL and "other than an MAA exceedance" in message, message
+
+
+def test_an_unreadable_re_evaluation_count_is_refused_not_raised(tmp_path):
+    logs = _grad_log(tmp_path, _failing_run(), [SQR_RUN] * 5)
+    config = logs / "fixture_parity.config.json"
+    config.write_text(config.read_text().replace('"grad_confirm_runs": "5"', '"grad_confirm_runs": "\u00b2"'))
+    # -1 runs: the log's six harness runs are more than the runner can have made.
+    [problem] = FP.problems(logs)
+    assert "the runner did not write (it wrote 1)" in problem, problem
+    assert FP.read_log((logs / "fixture_parity.log").read_text(), {"grad_confirm_runs": "\u00b2"}).cfg.confirm_runs == -1
+    FP.recompute(logs)
+
+
+def test_runs_before_the_harness_block_rule_are_judged_as_they_were(tmp_path):
+    from tools.runner import log_blocks
+    # A passing run whose output holds a `$ ` line: refused from runner 0.7.1 on, judged as before by older runs.
+    text = SQR_RUN.replace("Testing 1 devices\n", "Testing 1 devices\n$ note\n")
+    logs = _grad_log(tmp_path, text, [], confirm_ops="", run_code=0)
+    assert "command line(s) among test-backend-ops' output" in FP.problems(logs)[0]
+    with log_blocks.judging_run_of("lanes-runner 0.7.0"):
+        assert FP.problems(logs) == []
