@@ -125,14 +125,17 @@ if [ "$status" = 0 ]; then report compileall 0; else report compileall "$(grep -
 # 4. Whitespace errors in every committed file (against the empty tree, so a fresh clone checks
 #    everything) and in uncommitted changes. Left out, as they must keep other programs' bytes:
 #    the llama.cpp patches (context lines reproduce upstream), the committed evidence logs and raw
-#    files of runs, compatibility measurements and benchmarks (bound by digest to what they prove), binary protobuf files (*.pb; git takes them for text) and the
-#    parsers' test data (verbatim llama.cpp tool output).
+#    files of runs, compatibility measurements and benchmarks (bound by digest to what they prove), the
+#    raw outputs of device probes beside a benchmark (bench/*/probes/: verbatim build and llama-bench
+#    output), binary protobuf files (*.pb; git takes them for text) and the parsers' test data
+#    (verbatim llama.cpp tool output).
 exclude=(
   ':(exclude,glob)**/*.pb'
   ':(exclude)third_party/llama_cpp/patches/*.patch'
   ':(exclude,glob)evidence/runs/**/logs/**'
   ':(exclude,glob)evidence/compat/**/logs/**'
   ':(exclude,glob)evidence/bench/**/logs/**'
+  ':(exclude,glob)evidence/bench/*/probes/**'
   ':(exclude,glob)evidence/amx/**/logs/**'
   ':(exclude,glob)evidence/ctest/**/ctest.log'
   ':(exclude,glob)tools/runner/testdata/**'
