@@ -157,11 +157,7 @@ def read_config(text: str, config: dict[str, str] | None = None) -> FixtureConfi
     runs have them) and its command's exit status from the log."""
     config = log_blocks.legacy_config(text) if config is None else config
     cfg = FixtureConfig(mode=config.get("mode") or mode_of(text))
-    for line in text.splitlines():
-        m = log_blocks.EXIT_LINE.match(line)
-        if m:
-            cfg.exit_code = int(m.group(1))
-            cfg.timed_out = "(timed out" in line
+    cfg.exit_code, cfg.timed_out = _exit_of(text)
     for key, value in config.items():
         value = value.strip()
         if key == "backend":
@@ -439,6 +435,38 @@ class Confirmation:
         return bool(self.failures) and not self.problems
 
 
+def failing_ops(s: OpsSummary) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(f.op for f in s.grad_failures))
+
+
+def why_not_reevaluated(s: OpsSummary, cfg: FixtureConfig) -> str:
+    """Why a grad run that failed tests may not have them re-evaluated ("" if it may): what the runner
+    asks before re-running and the audit asks of the log alike."""
+    failed = s.total("failed")
+    if cfg.confirm_runs is None:
+        return "the run predates re-evaluation of grad-mode failures"
+    if cfg.confirm_runs != CONFIRM_RUNS:
+        return f"grad_confirm_runs={cfg.confirm_runs}: the protocol re-evaluates {CONFIRM_RUNS} times"
+    if len(s.grad_failures) != failed or s.incomplete:
+        return ("a failure other than an MAA exceedance (nonfinite gradient, compare or compute error, "
+                "no result) is never re-evaluated")
+    if cfg.exit_code != 1 or cfg.timed_out:
+        ended = ("(timed out)" if cfg.timed_out else exits.describe(cfg.exit_code) if cfg.exit_code is not None
+                 else "without an exit line")
+        return f"the run exited {ended}; a grad run that failed tests and finished exits 1"
+    if failed > MAX_CONFIRMED_FAILURES:
+        return f"{failed} failed tests: more than {MAX_CONFIRMED_FAILURES} is never put down to the input draw"
+    for f in s.grad_failures:
+        configured = cfg.thresholds.get(f.op)
+        if configured is None or any(not math.isclose(thr, configured, rel_tol=1e-6) for thr in f.thresholds):
+            return (f"{f.test}: printed MAA threshold(s) {', '.join(map(repr, f.thresholds))}, the runner's for "
+                    f"{f.op} is {configured!r}")
+        if max(f.maa) > MAX_EXCUSABLE_MAA_RATIO * configured:
+            return (f"{f.test}: MAA {max(f.maa):.9f} is over {MAX_EXCUSABLE_MAA_RATIO:g}x its threshold "
+                    f"{configured:g}: a wrong gradient, never put down to the input draw")
+    return ""
+
+
 def confirmation(s: OpsSummary, reruns: list[str], cfg: FixtureConfig) -> Confirmation | None:
     """None when there is nothing to confirm (no failure, or test mode). Otherwise the failures stand
     (problems) unless every one is an MAA exceedance, at most MAX_CONFIRMED_FAILURES, and each
@@ -450,34 +478,11 @@ def confirmation(s: OpsSummary, reruns: list[str], cfg: FixtureConfig) -> Confir
     if not failed:
         c.problems.append(f"re-evaluations of {','.join(cfg.confirm_ops)} although the run failed no test")
         return c
-    if cfg.confirm_runs is None:
-        c.problems.append("the run predates re-evaluation of grad-mode failures")
+    refusal = why_not_reevaluated(s, cfg)
+    if refusal:
+        c.problems.append(refusal)
         return c
-    if cfg.confirm_runs != CONFIRM_RUNS:
-        c.problems.append(f"grad_confirm_runs={cfg.confirm_runs}: the protocol re-evaluates {CONFIRM_RUNS} times")
-        return c
-    if len(s.grad_failures) != failed or s.incomplete:
-        c.problems.append("a failure other than an MAA exceedance (nonfinite gradient, compare or compute error, "
-                          "no result) is never re-evaluated")
-        return c
-    if cfg.exit_code != 1 or cfg.timed_out:
-        c.problems.append(f"the run exited {'(timed out)' if cfg.timed_out else exits.describe(cfg.exit_code) if cfg.exit_code is not None else 'without an exit line'}; "
-                          "a grad run that failed tests and finished exits 1")
-        return c
-    if failed > MAX_CONFIRMED_FAILURES:
-        c.problems.append(f"{failed} failed tests: more than {MAX_CONFIRMED_FAILURES} is never put down to the input draw")
-        return c
-    for f in s.grad_failures:
-        configured = cfg.thresholds.get(f.op)
-        if configured is None or any(not math.isclose(thr, configured, rel_tol=1e-6) for thr in f.thresholds):
-            c.problems.append(f"{f.test}: printed MAA threshold(s) {', '.join(map(repr, f.thresholds))}, the runner's for "
-                              f"{f.op} is {configured!r}")
-            return c
-        if max(f.maa) > MAX_EXCUSABLE_MAA_RATIO * configured:
-            c.problems.append(f"{f.test}: MAA {max(f.maa):.9f} is over {MAX_EXCUSABLE_MAA_RATIO:g}x its threshold "
-                              f"{configured:g}: a wrong gradient, never put down to the input draw")
-            return c
-    ops = tuple(dict.fromkeys(f.op for f in s.grad_failures))
+    ops = failing_ops(s)
     if cfg.confirm_ops != ops:
         c.problems.append(f"the runner re-evaluated {','.join(cfg.confirm_ops) or 'nothing'}; the failing op(s): "
                           f"{','.join(ops)}")
@@ -599,8 +604,7 @@ class FixtureLog:
 def read_log(text: str, config: dict[str, str] | None = None) -> FixtureLog:
     cfg = read_config(text, config)
     _, blocks = split_runs(text, cfg.harness_runs)
-    if len(blocks) > 1 or cfg.confirm_runs is not None:
-        cfg.exit_code, cfg.timed_out = _exit_of(blocks[0])  # the run's own, not a re-evaluation's
+    cfg.exit_code, cfg.timed_out = _exit_of(blocks[0])  # the run's own, not a re-evaluation's
     s = parse_test_backend_ops(blocks[0], cfg.mode)
     return FixtureLog(text, cfg, s, confirmation(s, blocks[1:], cfg))
 
@@ -720,11 +724,10 @@ def run_fixture_parity(ctx: RunContext, step: Step, report: rpb.RunnerReport | N
 
 def reevaluate(ctx: RunContext, step: Step, harness: str) -> None:
     """Grad mode: re-evaluates the failing op(s) of a run whose failures may be the input draw's."""
-    s = _read(ctx.logs_dir).summary
-    failed = s.total("failed")
-    if not failed or failed > MAX_CONFIRMED_FAILURES or len(s.grad_failures) != failed or s.incomplete:
+    log = _read(ctx.logs_dir)
+    if not log.summary.total("failed") or why_not_reevaluated(log.summary, log.cfg):
         return
-    ops = tuple(dict.fromkeys(f.op for f in s.grad_failures))
+    ops = failing_ops(log.summary)
     step.config("grad_confirm_ops", ",".join(ops))
     for op in ops:
         for _ in range(CONFIRM_RUNS):
