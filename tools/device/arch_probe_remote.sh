@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Diagnosis on a GPU host, never evidence for a record or a ratio: whether the CUDA lane's pp512 gap
-# to upstream on the quantized models comes from its CUDA architecture (the lane compiles 90a;
-# upstream's default is the host GPU's native sm_90). The upstream-default reference and the same
-# build with only CMAKE_CUDA_ARCHITECTURES=90a (bench_remote.sh build, REFERENCE_NAME/REFERENCE_EXTRA)
+# Diagnosis on a GPU host, never evidence for a record or a ratio: what one build difference from
+# upstream's defaults does. VARIANT=90a (default): only CMAKE_CUDA_ARCHITECTURES=90a (the lane's arch;
+# upstream's default is the host GPU's native sm_90). VARIANT=nofastmath: the same tree with
+# ggml-cuda's unconditional `-use_fast_math` taken out of its CUDA_FLAGS (nvcc then keeps IEEE
+# division, square root, denormals and the accurate expf/sinf/cosf instead of their fast intrinsics).
+# The upstream-default reference and the variant (bench_remote.sh build, REFERENCE_NAME/REFERENCE_EXTRA)
 # run beside the lane, rotated each round so that no build always runs first, with the bench's
 # llama-bench flags; the raw JSON and a table of per-build medians go to OUT.
-#   arch_probe_remote.sh build CARRY SRC_DIR            both references, in parallel
-#   [NO_LANE=1] arch_probe_remote.sh run CARRY SRC_DIR OUT ROUNDS MODEL.gguf ...
+#   [VARIANT=...] [NO_REF=1] arch_probe_remote.sh build CARRY SRC_DIR
+#                                                       both references, in parallel (NO_REF=1: the
+#                                                       variant only, e.g. for kl_probe_remote.sh)
+#   [VARIANT=...] [NO_LANE=1] arch_probe_remote.sh run CARRY SRC_DIR OUT ROUNDS MODEL.gguf ...
 #                                                       NO_LANE=1: the two references only (a carry
 #                                                       without the CUDA lane; its ratio to upstream is
 #                                                       the committed bench's)
@@ -14,16 +18,42 @@ set -uo pipefail
 mode=$1 carry=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-arch_entry="-DCMAKE_CUDA_ARCHITECTURES=90a"
+variant=${VARIANT:-90a}
+variant_src=$src
+case "$variant" in
+90a) variant_entry="-DCMAKE_CUDA_ARCHITECTURES=90a" ;;
+nofastmath)
+  # A marker entry (REFERENCE_NAME needs one); the difference is the tree, which bench_remote.sh's
+  # stamp covers by its digest.
+  variant_entry="-DLANES_PROBE_VARIANT=nofastmath"
+  variant_src=/tmp/lanes-stash/src-nofastmath
+  ;;
+*) echo "arch_probe_remote.sh: VARIANT=$variant: expected 90a or nofastmath" >&2; exit 2 ;;
+esac
+make_nofastmath_src() {  # the pinned tree with only ggml-cuda's -use_fast_math removed, checked
+  local tree=$variant_src/tree cmakelists=ggml/src/ggml-cuda/CMakeLists.txt
+  rm -rf "$variant_src"; mkdir -p "$tree"
+  tar -xJf "$src/llama_src.tar.xz" -C "$tree" || return 1
+  [ "$(grep -c -- '-use_fast_math' "$tree/$cmakelists")" = 1 ] \
+    || { echo "$cmakelists: expected one -use_fast_math, the pin changed" >&2; return 1; }
+  sed -i 's/set(CUDA_FLAGS -use_fast_math -extended-lambda)/set(CUDA_FLAGS -extended-lambda)/' "$tree/$cmakelists"
+  ! grep -q -- '-use_fast_math' "$tree/$cmakelists" || { echo "$cmakelists: -use_fast_math not removed" >&2; return 1; }
+  tar -cJf "$variant_src/llama_src.tar.xz" -C "$tree" . && cp "$src/spec.json" "$variant_src/" && rm -rf "$tree"
+}
 case "$mode" in
 build)
-  bash "$here/bench_remote.sh" build cuda "$carry" "$src" > /tmp/lanes-stash/arch-ref.txt 2>&1 &
-  ref_pid=$!
-  REFERENCE_NAME=90a REFERENCE_EXTRA=$arch_entry bash "$here/bench_remote.sh" build cuda "$carry" "$src" \
-    > /tmp/lanes-stash/arch-ref90a.txt 2>&1
+  if [ "$variant" = nofastmath ]; then make_nofastmath_src || exit 1; fi
+  ref_pid=
+  if [ "${NO_REF:-0}" != 1 ]; then
+    bash "$here/bench_remote.sh" build cuda "$carry" "$src" > /tmp/lanes-stash/arch-ref.txt 2>&1 &
+    ref_pid=$!
+  fi
+  REFERENCE_NAME=$variant REFERENCE_EXTRA=$variant_entry bash "$here/bench_remote.sh" build cuda "$carry" \
+    "$variant_src" > "/tmp/lanes-stash/arch-ref$variant.txt" 2>&1
   status=$?
-  wait "$ref_pid" || status=1
-  tail -n 4 /tmp/lanes-stash/arch-ref.txt /tmp/lanes-stash/arch-ref90a.txt
+  [ -z "$ref_pid" ] || wait "$ref_pid" || status=1
+  tail -n 4 "/tmp/lanes-stash/arch-ref$variant.txt"
+  [ -z "$ref_pid" ] || tail -n 4 /tmp/lanes-stash/arch-ref.txt
   exit "$status"
   ;;
 run) ;;
@@ -35,18 +65,18 @@ work=$(mktemp -d /tmp/lanes-archprobe.XXXXXX)
 # shellcheck source=tools/device/remote_setup.sh
 source "$repo/tools/device/remote_setup.sh"
 lanes_remote_require_models arch_probe_remote.sh "$@" || exit 2
-builds=(lane ref ref90a)
+builds=(lane ref "ref$variant")
 if [ "${NO_LANE:-0}" = 1 ]; then
-  builds=(ref ref90a)
+  builds=(ref "ref$variant")
 else
   lanes_remote_unpack "$carry" cuda || exit 2
   lanes_remote_cuda_libs "$work/lanes/cuda"
 fi
-declare -A dir=([lane]="$work/lanes/cuda" [ref]=/tmp/lanes-stash/ref-cuda/build [ref90a]=/tmp/lanes-stash/ref-cuda-90a/build)
+declare -A dir=([lane]="$work/lanes/cuda" [ref]=/tmp/lanes-stash/ref-cuda/build ["ref$variant"]="/tmp/lanes-stash/ref-cuda-$variant/build")
 for b in "${builds[@]}"; do
   [ -x "${dir[$b]}/bin/llama-bench" ] || { echo "no llama-bench in ${dir[$b]}: arch_probe_remote.sh build first" >&2; exit 2; }
-  echo "# $b: $(grep -h CMAKE_CUDA_ARCHITECTURES: "${dir[$b]}/CMakeCache.txt" 2>/dev/null || echo 'the lane (90a)')"
-done | tee "$out/arch_probe.txt"
+  echo "# $b: $(grep -h -E "CMAKE_CUDA_ARCHITECTURES:|LANES_PROBE_VARIANT" "${dir[$b]}/CMakeCache.txt" 2>/dev/null | tr '\n' ' ' || echo 'the lane (90a)')"
+done | tee "$out/${variant}_probe.txt"
 mkdir -p "$work/raw"
 n=${#builds[@]}
 for ((round = 0; round < rounds; round++)); do
@@ -59,20 +89,21 @@ for ((round = 0; round < rounds; round++)); do
     done
   done
 done
-python3 - "$work/raw" <<'PY' | tee -a "$out/arch_probe.txt"
+python3 - "$work/raw" "ref$variant" <<'PY' | tee -a "$out/${variant}_probe.txt"
 import collections, json, pathlib, statistics, sys
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
+variant = sys.argv[2]
 for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
     model, build, _ = path.name[:-len(".json")].rsplit(".", 2)
     for row in json.loads(path.read_text() or "[]"):
         runs[model][(build, "pp" if row["n_prompt"] else "tg")].append(row["avg_ts"])
 for model, by in sorted(runs.items()):
     for test in ("pp", "tg"):
-        med = {b: statistics.median(by[(b, test)]) for b in ("lane", "ref", "ref90a") if by[(b, test)]}
+        med = {b: statistics.median(by[(b, test)]) for b in ("lane", "ref", variant) if by[(b, test)]}
         rounds = {b: [round(v) for v in by[(b, test)]] for b in med}
         ratio = lambda a, b: f"{med[a] / med[b]:.3f}" if a in med and b in med else "n/a"
         print(f"{model} {test}: medians {({b: round(v) for b, v in med.items()})}; lane/ref {ratio('lane', 'ref')}, "
-              f"ref90a/ref {ratio('ref90a', 'ref')}, lane/ref90a {ratio('lane', 'ref90a')}; rounds {rounds}")
+              f"{variant}/ref {ratio(variant, 'ref')}, lane/{variant} {ratio('lane', variant)}; rounds {rounds}")
 PY
-tar -cJf "$out/arch_probe_raw.tar.xz" -C "$work" raw
+tar -cJf "$out/${variant}_probe_raw.tar.xz" -C "$work" raw
 rm -rf "$work"

@@ -10,7 +10,8 @@
 # and attention on the CPU (-nkvo), layers 0-19 on the CPU, and nothing on the GPU. With KL_REF set
 # to an upstream-default CUDA build of the same tree (bench_remote.sh build: its build/ directory),
 # that build too, as the CUDA lane: whether the gap is the lane's build or upstream's CUDA backend;
-# KL_REF_ONLY=1 runs only that build's variants (the lane's were run while the reference built).
+# KL_REF_ONLY=1 runs only that build's variants (the lane's were run while the reference built; a
+# carry with only the CPU lane is enough).
 #   usage: [KL_REF=DIR [KL_REF_ONLY=1]] kl_probe_remote.sh CARRY_DIR OUT_FILE MODEL.gguf ...
 set -uo pipefail
 carry=$(cd "$1" && pwd); out=$2; shift 2
@@ -18,7 +19,12 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/lanes-klprobe.XXXXXX)
 # shellcheck source=tools/device/remote_setup.sh
 source "$repo/tools/device/remote_setup.sh"
-lanes_remote_unpack "$carry" cuda cpu || exit 2
+# KL_REF_ONLY=1 runs no CUDA-lane variant, so its carry need not hold the CUDA lane.
+if [ "${KL_REF_ONLY:-0}" = 1 ]; then
+  lanes_remote_unpack "$carry" cpu || exit 2
+else
+  lanes_remote_unpack "$carry" cuda cpu || exit 2
+fi
 lanes_remote_cuda_libs "$work/lanes/cuda"
 corpus="$repo/third_party/corpus/gnu-gpl-3-and-2.txt"
 declare -A bin=([cpu]="$work/lanes/cpu/bin" [cuda]="$work/lanes/cuda/bin")

@@ -55,7 +55,7 @@ if [ "${ARCH_PROBE:-0}" = 1 ]; then
     # shellcheck disable=SC2086
     bash "$here/arch_probe_remote.sh" run "$carry" "$src" "$out/arch" "${ARCH_ROUNDS:-4}" \
       /tmp/lanes-stash/models/llama7b_q4_0.gguf ${ARCH_MODELS:-} > "$out/arch/console.txt" 2>&1
-    tail -n 8 "$out/arch/arch_probe.txt"
+    tail -n 8 "$out/arch/90a_probe.txt"
   fi
 fi
 stage "done"
