@@ -4,6 +4,8 @@
 # upstream's default is the host GPU's native sm_90). VARIANT=nofastmath: the same tree with
 # ggml-cuda's unconditional `-use_fast_math` taken out of its CUDA_FLAGS (nvcc then keeps IEEE
 # division, square root, denormals and the accurate expf/sinf/cosf instead of their fast intrinsics).
+# VARIANT=gcc12: the host's gcc-12/g++-12 as C, C++ and nvcc host compiler (the lane's is GCC 12.2,
+# the reference's the host's default).
 # The upstream-default reference and the variant (bench_remote.sh build, REFERENCE_NAME/REFERENCE_EXTRA)
 # run beside the lane, rotated each round so that no build always runs first, with the bench's
 # llama-bench flags; the raw JSON and a table of per-build medians go to OUT.
@@ -28,7 +30,12 @@ nofastmath)
   variant_entry="-DLANES_PROBE_VARIANT=nofastmath"
   variant_src=/tmp/lanes-stash/src-nofastmath
   ;;
-*) echo "arch_probe_remote.sh: VARIANT=$variant: expected 90a or nofastmath" >&2; exit 2 ;;
+gcc12)
+  command -v gcc-12 > /dev/null && command -v g++-12 > /dev/null \
+    || { echo "arch_probe_remote.sh: VARIANT=gcc12: no gcc-12/g++-12 on this host's PATH" >&2; exit 2; }
+  variant_entry="-DCMAKE_C_COMPILER=gcc-12 -DCMAKE_CXX_COMPILER=g++-12 -DCMAKE_CUDA_HOST_COMPILER=g++-12"
+  ;;
+*) echo "arch_probe_remote.sh: VARIANT=$variant: expected 90a, nofastmath or gcc12" >&2; exit 2 ;;
 esac
 make_nofastmath_src() {  # the pinned tree with only ggml-cuda's -use_fast_math removed, checked
   local tree=$variant_src/tree cmakelists=ggml/src/ggml-cuda/CMakeLists.txt
@@ -75,7 +82,7 @@ fi
 declare -A dir=([lane]="$work/lanes/cuda" [ref]=/tmp/lanes-stash/ref-cuda/build ["ref$variant"]="/tmp/lanes-stash/ref-cuda-$variant/build")
 for b in "${builds[@]}"; do
   [ -x "${dir[$b]}/bin/llama-bench" ] || { echo "no llama-bench in ${dir[$b]}: arch_probe_remote.sh build first" >&2; exit 2; }
-  echo "# $b: $(grep -h -E "CMAKE_CUDA_ARCHITECTURES:|LANES_PROBE_VARIANT" "${dir[$b]}/CMakeCache.txt" 2>/dev/null | tr '\n' ' ' || echo 'the lane (90a)')"
+  echo "# $b: $(grep -h -E "CMAKE_CUDA_ARCHITECTURES:|LANES_PROBE_VARIANT|CMAKE_CXX_COMPILER:|CMAKE_CUDA_HOST_COMPILER:" "${dir[$b]}/CMakeCache.txt" 2>/dev/null | tr '\n' ' ' || echo 'the lane (90a)')"
 done | tee "$out/${variant}_probe.txt"
 mkdir -p "$work/raw"
 n=${#builds[@]}

@@ -35,7 +35,7 @@ fi
 
 figures() {  # the KL summary of one llama-perplexity run, or its output's tail when it printed none
   local log=$1
-  if ! grep -E "^Final estimate|^Mean +KLD|^99.0% +KLD|^Maximum KLD|^Same top p|^Mean +PPL\(Q\)|^Mean +PPL\(base\)" "$log"; then
+  if ! grep -E "(^|[0-9] [IWE] )(Final estimate|Mean +KLD|99.0% +KLD|Maximum KLD|Same top p|Mean +PPL\(Q\)|Mean +PPL\(base\))" "$log"; then
     echo "no figures; the run's last lines:"; tail -n 8 "$log"
   fi
 }
