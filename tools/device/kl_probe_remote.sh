@@ -12,7 +12,9 @@
 # that build too, as the CUDA lane: whether the gap is the lane's build or upstream's CUDA backend;
 # KL_REF_ONLY=1 runs only that build's variants (the lane's were run while the reference built; a
 # carry with only the CPU lane is enough).
-#   usage: [KL_REF=DIR [KL_REF_ONLY=1]] kl_probe_remote.sh CARRY_DIR OUT_FILE MODEL.gguf ...
+# KL_LOGS=DIR keeps every llama-perplexity output verbatim as DIR/<model>.<n>.log (named in OUT_FILE
+# beside its figures), so that the figures travel with the output they were read from.
+#   usage: [KL_REF=DIR [KL_REF_ONLY=1]] [KL_LOGS=DIR] kl_probe_remote.sh CARRY_DIR OUT_FILE MODEL.gguf ...
 set -uo pipefail
 carry=$(cd "$1" && pwd); out=$2; shift 2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,8 +35,15 @@ if [ -n "${KL_REF:-}" ]; then
   bin[ref]="$KL_REF/bin"
 fi
 
+logs=${KL_LOGS:-}
+[ -z "$logs" ] || mkdir -p "$logs"
+runs=0
 figures() {  # the KL summary of one llama-perplexity run, or its output's tail when it printed none
-  local log=$1
+  local log=$1 kept
+  if [ -n "$logs" ]; then
+    runs=$((runs + 1)); kept="$logs/$(basename "$model" .gguf).$runs.log"
+    cp "$log" "$kept"; echo "log: $(basename "$kept") sha256 $(sha256sum "$kept" | cut -d' ' -f1)"
+  fi
   if ! grep -E "(^|[0-9] [IWE] )(Final estimate|Mean +KLD|99.0% +KLD|Maximum KLD|Same top p|Mean +PPL\(Q\)|Mean +PPL\(base\))" "$log"; then
     echo "no figures; the run's last lines:"; tail -n 8 "$log"
   fi
