@@ -28,6 +28,7 @@ if [ "${DETACH:-0}" = 1 ]; then
   DETACH=0 setsid nohup bash -c 'script=$0 carry=$1 vcarry=$2 out=$3; shift 3
     bash "$script" "$carry" "$vcarry" "$out" "$@"; echo "detached run exit status $?"' \
     "$0" "$1" "$2" "$stash/out" "${@:4}" > "$stash/console.txt" 2>&1 < /dev/null &
+  echo "$!" > "$stash/pid"
   echo "detached: pid $!, console $stash/console.txt"
   exit 0
 fi

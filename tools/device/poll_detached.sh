@@ -12,5 +12,6 @@ if grep -q 'detached run exit status' "$stash/console.txt"; then
   cp "$stash"/out/* "$out"/ 2>/dev/null
   echo "finished; results in $out"
 else
-  echo "still running: $(ps -o etime= -p "$(pgrep -f certify_remote_vulkan.sh | head -1)" 2>/dev/null || echo '?') elapsed"
+  # By the pid the start recorded: a pattern would also match a command line that merely names the script.
+  echo "still running: $(ps -o etime= -p "$(cat "$stash/pid" 2>/dev/null)" 2>/dev/null || echo '?') elapsed"
 fi
