@@ -79,7 +79,8 @@ else
   lanes_remote_unpack "$carry" cuda || exit 2
   lanes_remote_cuda_libs "$work/lanes/cuda"
 fi
-declare -A dir=([lane]="$work/lanes/cuda" [ref]=/tmp/lanes-stash/ref-cuda/build ["ref$variant"]="/tmp/lanes-stash/ref-cuda-$variant/build")
+declare -A dir=([lane]="$work/lanes/cuda" [ref]="$(lanes_remote_reference_dir cuda)/build"
+  ["ref$variant"]="$(lanes_remote_reference_dir cuda "$variant")/build")
 for b in "${builds[@]}"; do
   [ -x "${dir[$b]}/bin/llama-bench" ] || { echo "no llama-bench in ${dir[$b]}: arch_probe_remote.sh build first" >&2; exit 2; }
   echo "# $b: $(grep -h -E "CMAKE_CUDA_ARCHITECTURES:|LANES_PROBE_VARIANT|CMAKE_CXX_COMPILER:|CMAKE_CUDA_HOST_COMPILER:" "${dir[$b]}/CMakeCache.txt" 2>/dev/null | tr '\n' ' ' || echo 'the lane (90a)')"

@@ -27,12 +27,12 @@ case "$alias" in
 esac
 lane_id=linux-x86_64-$alias
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-ref=/tmp/lanes-stash/ref-$alias${REFERENCE_NAME:+-$REFERENCE_NAME}
 carry=$(cd "$3" && pwd)
 lane_carry=$(cd "$lane_carry" && pwd)
 work=$(mktemp -d /tmp/lanes-bench.XXXXXX)
 # shellcheck source=tools/device/remote_setup.sh
 source "$repo/tools/device/remote_setup.sh"
+ref=$(lanes_remote_reference_dir "$alias" "${REFERENCE_NAME:-}")
 lanes_remote_python
 if [ "$alias" = vulkan ]; then lanes_remote_vulkan_env "$lane_carry" "$work/vkroot" || exit 2; fi
 

@@ -13,6 +13,8 @@
 set -uo pipefail
 carry=$(cd "$1" && pwd) src=$(cd "$2" && pwd); shift 2
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/device/remote_setup.sh
+source "$here/remote_setup.sh"
 out=${JOB_OUT:-${OUT:?cuda_diagnosis_remote.sh: run it under detached.sh (JOB_OUT) or set OUT}}
 mkdir -p "$out"
 for model in "$@"; do [ -f "$model" ] || { echo "cuda_diagnosis_remote.sh: no model file $model" >&2; exit 2; }; done
@@ -27,19 +29,17 @@ gcc12_pid=$!
 bash "$here/bench_remote.sh" models cuda "$carry" > "$out/models.txt" 2>&1 || { echo "bench models failed"; status=1; }
 wait "$nofastmath_pid" || { echo "nofastmath/default reference build failed"; status=1; }
 wait "$gcc12_pid" || { echo "gcc12 reference build failed"; status=1; }
-for log in /tmp/lanes-stash/arch-ref.txt /tmp/lanes-stash/arch-refnofastmath.txt /tmp/lanes-stash/arch-refgcc12.txt; do
-  [ ! -f "$log" ] || cp "$log" "$out/"
-done
-for b in ref-cuda ref-cuda-nofastmath ref-cuda-gcc12; do
-  [ ! -f "/tmp/lanes-stash/$b/reference_build.txt" ] || cp "/tmp/lanes-stash/$b/reference_build.txt" "$out/$b.reference_build.txt"
+for name in "" nofastmath gcc12; do  # each reference's whole build log (cache entries, time, ggml options)
+  ref=$(lanes_remote_reference_dir cuda "$name")
+  [ ! -f "$ref/reference_build.txt" ] || cp "$ref/reference_build.txt" "$out/$(basename "$ref").reference_build.txt"
 done
 step "build done (status $status)"
 
 step "kl: the CPU lane, the CUDA lane's variants and the default reference"
-KL_REF=/tmp/lanes-stash/ref-cuda/build KL_LOGS="$out/kl_logs" bash "$here/kl_probe_remote.sh" "$carry" "$out/kl_probe.txt" "$@" \
+KL_REF="$(lanes_remote_reference_dir cuda)/build" KL_LOGS="$out/kl_logs" bash "$here/kl_probe_remote.sh" "$carry" "$out/kl_probe.txt" "$@" \
   > /dev/null 2>&1 || status=1
 step "kl: the no-fast-math reference"
-KL_REF=/tmp/lanes-stash/ref-cuda-nofastmath/build KL_REF_ONLY=1 KL_LOGS="$out/kl_logs_nofastmath" \
+KL_REF="$(lanes_remote_reference_dir cuda nofastmath)/build" KL_REF_ONLY=1 KL_LOGS="$out/kl_logs_nofastmath" \
   bash "$here/kl_probe_remote.sh" "$carry" "$out/kl_probe_nofastmath.txt" "$@" > /dev/null 2>&1 || status=1
 
 step "bench: lane, default reference and gcc12 reference, rotated, 4 rounds"

@@ -2,6 +2,10 @@
 # Sourced by the tools/device/*_remote_*.sh scripts on a GPU host without Bazel: the setup they
 # share. Expects $carry (the carry folder), $work (this run's scratch) and $repo set.
 
+# Where bench_remote.sh builds an upstream reference of lane ALIAS: $1 ALIAS, $2 a variant's
+# REFERENCE_NAME (none: the upstream-default reference).
+lanes_remote_reference_dir() { echo "/tmp/lanes-stash/ref-$1${2:+-$2}"; }
+
 # The carried wheels (what the host's Python 3.12 lacks) and protobuf modules on PYTHONPATH.
 lanes_remote_python() {
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$carry"/wheels/*.whl
