@@ -189,7 +189,14 @@ def _fmt(value: object) -> str:
     return repr(value)
 
 
+def metric_rel_tol(check: str) -> float:
+    """The relative tolerance for a recomputed metric of `check`: the registry's, else REL_TOL."""
+    registered = checks.get(check)
+    return max(REL_TOL, registered.metric_rel_tol) if registered is not None else REL_TOL
+
+
 def _compare(check: str, kind: str, reported: dict, recomputed: dict, result: AuditResult) -> None:
+    rel_tol = metric_rel_tol(check)
     for key in sorted(set(reported) | set(recomputed)):
         if key not in recomputed:
             result.findings.append(Finding("figure", check, f"{kind}.{key}", _fmt(reported[key]), "absent",
@@ -211,7 +218,7 @@ def _compare(check: str, kind: str, reported: dict, recomputed: dict, result: Au
                 ok, why = False, "recomputed metric is not a number"
             else:
                 finite = math.isfinite(w) and math.isfinite(g)
-                ok = finite and math.isclose(w, g, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+                ok = finite and math.isclose(w, g, rel_tol=rel_tol, abs_tol=ABS_TOL)
                 why = "" if finite else "NaN/Inf is never a valid figure"
         if ok:
             result.figures_recomputed += 1

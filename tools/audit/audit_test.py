@@ -55,6 +55,24 @@ def test_edited_figure_in_report_is_named_with_both_values(run):
     assert "speed.metrics.tg_tokens_per_s: report 5000.0, recomputed 4416.671938" in result.summary()
 
 
+def test_metric_tolerance_is_the_registrys_and_still_catches_an_edit(tmp_path):
+    # op_oracle's float64 reference is CPU-dependent: the same raw files gave these two values on an
+    # AVX-512 and an AVX2 host. 1e-6 apart is an edit, not the reference's kernels.
+    reported = {"op.MUL_MAT.max_rel_err": 0.0004458736494544351, "op.SWIGLU.worst_tol_ratio": 0.5}
+    recomputed = {"op.MUL_MAT.max_rel_err": 0.0004458736508143578, "op.SWIGLU.worst_tol_ratio": 0.5 * (1 + 1e-6)}
+    result = audit.AuditResult(tmp_path)
+    audit._compare("op_oracle", "metrics", reported, recomputed, result)
+    assert [f.key for f in result.findings] == ["metrics.op.SWIGLU.worst_tol_ratio"], result.summary()
+    assert result.figures_recomputed == 1
+    # Every other check: summation order only, so the same 3e-9 is a mismatch there.
+    result = audit.AuditResult(tmp_path)
+    audit._compare("speed", "metrics", {"x": 0.0004458736494544351}, {"x": 0.0004458736508143578}, result)
+    assert [f.key for f in result.findings] == ["metrics.x"]
+    assert audit.metric_rel_tol("speed") == audit.REL_TOL == 1e-9
+    assert audit.metric_rel_tol("op_oracle") == 1e-7
+    assert audit.metric_rel_tol("no_such_check") == audit.REL_TOL
+
+
 def test_edited_count_is_named(run):
     synthetic_run.rewrite_report(run, lambda r: r.checks[0].counts.__setitem__("op.MUL_MAT.evaluated", 2))
     result = _audit(run, require_readme=False)

@@ -37,6 +37,9 @@ class Check:
     options: type = NoOptions
     # The runner version that added the check: runs made before it are not judged on its absence.
     since: tuple[int, ...] = ()
+    # How far the audit lets a recomputed metric differ, relative (0: the audit's default, summation
+    # order only). Wider only for metrics whose float64 reference is itself CPU-dependent.
+    metric_rel_tol: float = 0.0
 
     def summary_figures(self, counts: dict[str, int], metrics: dict[str, float]) -> str:
         parts = []

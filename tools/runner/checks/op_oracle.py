@@ -467,4 +467,11 @@ def problems(logs_dir: pathlib.Path, model: pathlib.Path | None = None) -> list[
     return judge(counts, metrics, config)
 
 
-CHECK = Check(name="op_oracle", run=run_op_oracle, recompute=recompute, problems=problems)
+# The float64 reference's exp and matrix products run through kernels numpy and OpenBLAS pick per CPU
+# (AVX-512 or AVX2), and the metrics are differences of near-equal numbers: the same raw files give
+# error metrics up to 3.1e-9 apart (relative) on an AVX-512 and an AVX2 host. 1e-7 keeps 30x margin;
+# the verdict is re-derived from the raw files on its own.
+METRIC_REL_TOL = 1e-7
+
+CHECK = Check(name="op_oracle", run=run_op_oracle, recompute=recompute, problems=problems,
+              metric_rel_tol=METRIC_REL_TOL)
