@@ -271,8 +271,8 @@ def _kill_and_check(e: Env, point: str, sig: int = signal.SIGKILL, kill_watchdog
     else:
         assert not left, f"{point}: processes of the killed run still alive: {left}"
     assert not left_after_next, left_after_next
+    assert next_code == 0, out  # first: a failed next run keeps its staging dir, which hides why it failed
     assert not staging_after_next, f"{point}: staging dirs left after the next start: {staging_after_next}"
-    assert next_code == 0, out
     if point.startswith("publish:"):
         # Killed between staging and rename: evidence is old or new, complete; the next start swept
         # the temporary sibling (checked by the committed-tree comparison below).

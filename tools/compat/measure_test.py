@@ -69,6 +69,26 @@ def test_a_failed_command_fails_its_step(tmp_path):
     assert (tmp_path / "out" / "logs" / "compat.exit").read_text() == "1 FAIL\n"
 
 
+def test_a_route_text_the_cpu_lane_takes_up_to_near_ties_agrees(tmp_path):
+    # The GPU lanes and the route print other text than the CPU lane; fed it, the CPU lane (and each
+    # lane) ranks every token of it its own top-1: the path runs, measured and judged end to end.
+    out, report = fake_route.measure(tmp_path, gpu_completion=" other words here")
+    assert report["compatible"], report["problems"]
+    cpu = report["comparisons"]["cpu"]
+    assert (cpu["greedy_identical"], cpu["greedy_near_tie_paths"], cpu["greedy_path_gaps"]) == (0, 4, [0.0] * 4)
+    paths = [c.argv for c in log_blocks.commands((out / "logs" / "compat.log").read_text())
+             if (log_blocks.flag_value(c.argv, "-o") or "").split("/")[-1].startswith("path.cpu.")]
+    assert [log_blocks.flag_value(argv, "-p") for argv in paths] == [p + " other words here" for p in rpc_route.PROMPTS]
+    assert compat_record.load_measurement(out)["comparisons"]["cpu"]["greedy_near_tie_paths"] == 4
+
+
+def test_a_route_text_the_cpu_lane_ranks_clearly_lower_is_refused(tmp_path):
+    _, report = fake_route.measure(tmp_path, gpu_completion=" other words here", cpu_markers=("unlikely",))
+    assert not report["compatible"]
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in report["problems"], report["problems"]
+    assert min(report["comparisons"]["cpu"]["greedy_path_gaps"]) > 4.0
+
+
 def test_flash_attention_auto_is_refused(tmp_path):
     with pytest.raises(rpc_route.RouteError, match="auto proves no mode"):
         fake_route.measure(tmp_path, flags=rpc_route.RecipeFlags(flash_attention="auto"))

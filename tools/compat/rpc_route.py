@@ -74,6 +74,10 @@ RECIPE_CONFIG_KEY = "recipe"
 # The corpus comparison's reference party: the certified CPU lane, as in an accelerator's corpus_parity.
 CORPUS_REFERENCE = "cpu"
 CORPUS_FILE = "corpus.positions.npz"
+# logits.npz keys of the path runs (_measure_paths): prompt.<i>.tokens, path.<who>.<i>.{tokens,top_logit,taken_logit}.
+PROMPT_KEY = "prompt"
+PATH_KEY = "path"
+COMPLETION_TRAILER = b"\n\n"
 _CORPUS_ARRAYS = (*corpus_parity.POSITION_ARRAYS, "tokens", "reference_tokens")
 
 
@@ -373,6 +377,7 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                 step.log(f"# exit {proc.returncode} after {time.monotonic() - started:.2f}s")
                 if proc.returncode != 0:
                     raise RouteError(f"llama-completion for {who}, prompt {i}, exited {exits.describe(proc.returncode)} (see {step.log_path})")
+        _measure_paths(step, parties[1:], model, logs, arrays, threads, timeout_s, flags)
         # llama-perplexity takes common's spelling (--rpc, --device); only llama-logits also takes -rpc.
         # common's logger drops libllama's info and debug lines below verbosity 5, and those are the
         # lines (weight buffers, KV layers per device) that show the corpus run really split.
@@ -412,6 +417,91 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     report["log_digests"] = {p.name: _digest(p) for p in sorted(logs.iterdir()) if p.is_file()}
     (out_dir / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     return report
+
+
+def route_continuation(greedy_file: pathlib.Path) -> str | None:
+    """The text the route generated for a prompt: its greedy file less llama-completion's closing
+    LOG("\\n\\n") (completion.cpp prints it after the last token); None when the file does not end so
+    or is not UTF-8 (no path can then be measured, and the prompt agrees only where the text is identical)."""
+    data = greedy_file.read_bytes() if greedy_file.is_file() else b""
+    if not data.endswith(COMPLETION_TRAILER):
+        return None
+    try:
+        return data[: -len(COMPLETION_TRAILER)].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _measure_paths(step: Step, parties: list[tuple[str, pathlib.Path, list[str], list[str]]], model: pathlib.Path,
+                   logs: pathlib.Path, arrays: dict[str, np.ndarray], threads: int, timeout_s: float,
+                   flags: RecipeFlags) -> None:
+    """Each party alone (every lane, the CPU lane) fed the route's greedy text, prompt by prompt, in one
+    llama-logits batch: per position its top logit and the logit of the token the text takes next
+    (PATH_ARRAYS), and the prompt's own tokens (the CPU lane's) to say where the continuation starts.
+    recompute() reads from them whether the route's text is a path the party itself takes up to
+    near-ties; the logits themselves (152k floats a position for some models) are not kept."""
+    cpu_dir = next(lane_dir for who, lane_dir, _, _ in parties if who == CORPUS_REFERENCE)
+    for i, prompt in enumerate(PROMPTS):
+        continuation = route_continuation(logs / f"greedy.route.{i}.txt")
+        if continuation is None:
+            step.log(f"# greedy.route.{i}.txt does not end as llama-completion's output does: no path measured")
+            continue
+        runs = [(PROMPT_KEY, cpu_dir, [], prompt)]
+        runs += [(f"{PATH_KEY}.{who}", lane_dir, args, prompt + continuation) for who, lane_dir, args, _ in parties]
+        for key, lane_dir, args, text in runs:
+            out = logs / f"{key}.{i}.bin"
+            argv = logits_argv(lane_dir / "bin" / "llama-logits", model, text, out, threads, args, flags)
+            res = step.run(argv, timeout_s)
+            if res.exit_code != 0 or not out.is_file():
+                raise RouteError(f"llama-logits for {key}, prompt {i}, exited {exits.describe(res.exit_code)} "
+                                 f"(see {step.log_path})")
+            try:
+                tokens, values = reference_forward.read_logits_file(out)
+            except ValueError as err:
+                raise RouteError(f"llama-logits for {key}, prompt {i}: {err}") from err
+            finally:
+                out.unlink(missing_ok=True)
+            if tokens.size and (tokens.min() < 0 or tokens.max() >= values.shape[1]):
+                raise RouteError(f"llama-logits for {key}, prompt {i}: token ids outside its {values.shape[1]} logits")
+            arrays[f"{key}.{i}.tokens"] = tokens.astype(np.int32)
+            if key != PROMPT_KEY:
+                taken = np.full(tokens.size, np.nan, np.float32)
+                taken[:-1] = values[np.arange(tokens.size - 1), tokens[1:]]
+                arrays[f"{key}.{i}.top_logit"] = values.max(axis=1).astype(np.float32)
+                arrays[f"{key}.{i}.taken_logit"] = taken
+
+
+def path_gap(arrays, logged: dict[str, str], who: str, i: int, route_text: str | None) -> float:
+    """The largest gap, in nats, between `who`'s top logit and the logit of the token the route's
+    continuation of prompt i takes, over the continuation's positions, `who` fed the prompt and that
+    continuation (_measure_paths); NaN when not measured, not for the route's text as greedy.route.<i>.txt
+    holds it (`logged`: the -p of each path run in compat.log), or not comparable (the prompt's tokens
+    are not its start, a non-finite logit, a taken logit above the top one)."""
+    key = f"{PATH_KEY}.{who}.{i}"
+    names = (f"{PROMPT_KEY}.{i}.tokens", f"{key}.tokens", f"{key}.top_logit", f"{key}.taken_logit")
+    if route_text is None or not 0 <= i < len(PROMPTS) or not all(n in arrays for n in names):
+        return math.nan
+    if logged.get(f"{key}.bin") != PROMPTS[i] + route_text:
+        return math.nan
+    prompt, tokens, top, taken = (np.asarray(arrays[n]) for n in names)
+    n, p = tokens.size, prompt.size
+    if p == 0 or n <= p or top.shape != (n,) or taken.shape != (n,) or not np.array_equal(tokens[:p], prompt):
+        return math.nan
+    gaps = top[p - 1:n - 1].astype(np.float64) - taken[p - 1:n - 1].astype(np.float64)
+    if not np.all(np.isfinite(gaps)) or np.any(gaps < 0):
+        return math.nan
+    return float(gaps.max())
+
+
+def _logged_path_prompts(text: str) -> dict[str, str]:
+    """{output file name: -p text} of the path runs compat.log holds (the last of a name wins: a
+    measurement runs each once)."""
+    out = {}
+    for cmd in log_blocks.commands(text):
+        dest = log_blocks.flag_value(cmd.argv, "-o")
+        if dest and pathlib.PurePath(dest).name.startswith(f"{PATH_KEY}.") and not is_route_command(cmd.argv):
+            out[pathlib.PurePath(dest).name] = log_blocks.flag_value(cmd.argv, "-p") or ""
+    return out
 
 
 def _corpus_comparison(step: Step, client_dir: pathlib.Path, route_args: list[str], cpu_lane_dir: pathlib.Path,
@@ -603,6 +693,9 @@ def recompute(out_dir: pathlib.Path) -> dict:
         n_logit_prompts = 0
     with np.load(logs / LOGITS_FILE, allow_pickle=False) as z:
         keys = set(z.files)
+        paths_measured = any(k.startswith(f"{PROMPT_KEY}.") for k in keys)
+        logged_paths = _logged_path_prompts(text)
+        continuations = [route_continuation(logs / f"greedy.route.{i}.txt") for i in range(max(n_prompts, 0))]
         for i in range(n_logit_prompts):
             if f"route.{i}.logits" not in keys:
                 problems.append(f"no route logits for prompt {i}")
@@ -629,16 +722,27 @@ def recompute(out_dir: pathlib.Path) -> dict:
                 continue
             greedy_same = [_same_nonempty(logs / f"greedy.{who}.{i}.txt", logs / f"greedy.route.{i}.txt")
                            for i in range(n_prompts)]
-            # Against the CPU lane, a continuation that differs late and only as every lane alone
-            # differs is the lanes' divergence (a near-tie their records bound); against a lane, only
-            # identical text agrees.
-            lanes = [p for p in parties if p != CORPUS_REFERENCE]
-            as_lanes = [not same and who == CORPUS_REFERENCE and _late_divergence_of_every_lane(logs, i, lanes)
+            if paths_measured:
+                # A continuation other than the party's own agrees where the party, fed the route's
+                # text, takes every token of it within the tie margin of its own top-1: the route
+                # went another way only at near-ties (as the party's own greedy runs do between
+                # batch shapes), never through a token the party ranks clearly lower.
+                gaps = [math.nan if same else path_gap(z, logged_paths, who, i, continuations[i])
                         for i, same in enumerate(greedy_same)]
+                near = [not same and gap <= tie for same, gap in zip(greedy_same, gaps)]
+                greedy = {"greedy_near_tie_paths": sum(near),
+                          "greedy_path_gaps": [gap for same, gap in zip(greedy_same, gaps) if not same]}
+            else:
+                # A measurement made before the path runs: against the CPU lane, a continuation that
+                # differs late and only as every lane alone differs is the lanes' divergence;
+                # against a lane, only identical text agrees.
+                lanes = [p for p in parties if p != CORPUS_REFERENCE]
+                near = [not same and who == CORPUS_REFERENCE and _late_divergence_of_every_lane(logs, i, lanes)
+                        for i, same in enumerate(greedy_same)]
+                greedy = {"greedy_divergent_as_every_lane": sum(near)}
             comparisons[who] = {**counts, **metrics, "tokens_identical": tokens_equal,
-                                "greedy_agreement": (sum(greedy_same) + sum(as_lanes)) / n_prompts if n_prompts else math.nan,
-                                "greedy_identical": sum(greedy_same), "greedy_divergent_as_every_lane": sum(as_lanes),
-                                "greedy_prompts": n_prompts}
+                                "greedy_agreement": (sum(greedy_same) + sum(near)) / n_prompts if n_prompts else math.nan,
+                                "greedy_identical": sum(greedy_same), **greedy, "greedy_prompts": n_prompts}
             problems += [f"route vs {who}: {p}" for p in _judge(comparisons[who], tol)]
     corpus, corpus_problems = corpus_figures(logs)
     problems += corpus_problems

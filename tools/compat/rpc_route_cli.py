@@ -58,6 +58,13 @@ def parse_lane(value: str, spec: dict) -> rpc_route.RouteLane:
         report=pathlib.Path(parts[3]) if len(parts) > 3 and parts[3] else None)
 
 
+def _excused(c: dict) -> str:
+    if "greedy_near_tie_paths" in c:
+        gaps = ", ".join(f"{g:.3g}" for g in c["greedy_path_gaps"]) or "none"
+        return f"{c['greedy_near_tie_paths']} near-tie paths; largest gap per other continuation, nats: {gaps}"
+    return f"{c['greedy_divergent_as_every_lane']} as every lane alone"
+
+
 def main(argv: list[str]) -> int:
     del argv
     spec = json.loads(pathlib.Path(FLAGS.spec).read_text())
@@ -78,8 +85,7 @@ def main(argv: list[str]) -> int:
         print(f"route vs {who}: max|dlogit| {c.get('max_abs_delta_logit', float('nan')):.3g}, mean KL "
               f"{c.get('mean_kl', float('nan')):.3g}, top-1 {c.get('top1_agreement_decisive', float('nan')):.3f} "
               f"({c.get('n_decisive', 0)}/{c.get('n_tokens', 0)} decisive), greedy {c['greedy_agreement']:.2f} "
-              f"of {c['greedy_prompts']} ({c['greedy_identical']} identical, "
-              f"{c['greedy_divergent_as_every_lane']} as every lane alone)")
+              f"of {c['greedy_prompts']} ({c['greedy_identical']} identical, {_excused(c)})")
     print(f"RPC protocol v{report['rpc_protocol_version']}; endpoints {', '.join(report['network']['endpoints'])}")
     print("compatible" if report["compatible"] else "NOT compatible: " + "; ".join(report["problems"]))
     return 0 if report["compatible"] else 1

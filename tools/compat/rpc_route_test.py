@@ -255,6 +255,116 @@ def test_a_cpu_lane_divergence_only_some_lane_shows_is_refused(tmp_path):
     assert "route vs vulkan: greedy agreement 0.0 < 1.0" in result["problems"]
 
 
+# ---- near-tie paths: each party fed the route's text (_measure_paths) --------------------------------
+
+TRAILER = rpc_route.COMPLETION_TRAILER.decode()
+
+
+def _with_paths(out: pathlib.Path, gaps: dict[str, float], *, logged_text: str | None = None,
+                prompt_tokens_shift: int = 0) -> pathlib.Path:
+    """Adds the path runs measure() makes to a run of 2 prompts: each party (cuda, vulkan, cpu) fed the
+    route's continuation, its largest gap on it `gaps[who]` nats (at the third continuation token)."""
+    logs = out / "logs"
+    with np.load(logs / rpc_route.LOGITS_FILE) as z:
+        arrays = {k: z[k] for k in z.files}
+    lines = []
+    for i in range(2):
+        route_text = rpc_route.route_continuation(logs / f"greedy.route.{i}.txt")
+        prompt = np.arange(3, dtype=np.int32) + 100 * i
+        arrays[f"prompt.{i}.tokens"] = prompt + prompt_tokens_shift
+        for who in ("cuda", "vulkan", "cpu"):
+            tokens = np.concatenate([prompt, np.arange(10, 14, dtype=np.int32)])
+            top = np.full(tokens.size, 5.0, np.float32)
+            taken = top.copy()
+            taken[-1] = np.nan  # nothing follows the last token
+            taken[4] = top[4] - gaps[who]
+            key = f"path.{who}.{i}"
+            arrays.update({f"{key}.tokens": tokens, f"{key}.top_logit": top, f"{key}.taken_logit": taken})
+            text = rpc_route.PROMPTS[i] + (route_text if logged_text is None else logged_text)
+            argv = rpc_route.logits_argv(pathlib.Path(f"/lanes/{who}/bin/llama-logits"), M, text,
+                                         logs / f"{key}.bin", 4, [] if who == "cpu" else ["-ngl", "999"])
+            lines += [log_blocks.command_line(argv), "# exit 0 after 0.20s"]
+    with open(logs / rpc_route.LOGITS_FILE, "wb") as f:
+        np.savez_compressed(f, **arrays)
+    with open(logs / "compat.log", "a") as f:
+        f.write("\n".join(lines) + "\n")
+    return out
+
+
+def _diverging_run(tmp_path: pathlib.Path) -> pathlib.Path:
+    # As measured on the H100 for Qwen2.5-Coder 0.5B: the route continues as the Vulkan lane alone;
+    # the CPU lane and the CUDA lane alone each took another way.
+    return _write_run(tmp_path, greedy_route="vulkan words" + TRAILER,
+                      greedy={"cpu": "cpu words" + TRAILER, "cuda": "cuda words" + TRAILER,
+                              "vulkan": "vulkan words" + TRAILER})
+
+
+def test_a_route_text_every_party_takes_up_to_near_ties_agrees(tmp_path):
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.05, "cuda": 0.08, "vulkan": 0.0})
+    result = rpc_route.recompute(out)
+    assert result["compatible"], result["problems"]
+    cpu = result["comparisons"]["cpu"]
+    assert (cpu["greedy_agreement"], cpu["greedy_identical"], cpu["greedy_near_tie_paths"]) == (1.0, 0, 2)
+    assert cpu["greedy_path_gaps"] == pytest.approx([0.05, 0.05], rel=1e-5)
+    vulkan = result["comparisons"]["vulkan"]
+    assert (vulkan["greedy_identical"], vulkan["greedy_near_tie_paths"], vulkan["greedy_path_gaps"]) == (2, 0, [])
+    assert "greedy_divergent_as_every_lane" not in cpu
+
+
+def test_a_route_text_a_party_ranks_clearly_lower_is_refused(tmp_path):
+    # tie_margin 0.1 in this run's config: 0.3 nats below the CUDA lane's own top-1 is not a near-tie.
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.05, "cuda": 0.3, "vulkan": 0.0})
+    result = rpc_route.recompute(out)
+    assert "route vs cuda: greedy agreement 0.0 < 1.0" in result["problems"]
+    assert result["comparisons"]["cuda"]["greedy_path_gaps"] == pytest.approx([0.3, 0.3], rel=1e-5)
+    assert "route vs cpu" not in " ".join(result["problems"])
+
+
+def test_canned_text_from_route_and_lanes_is_refused_by_the_cpu_lanes_path(tmp_path):
+    # The lying completion tool again: every lane and the route print one canned answer; fed it, the
+    # CPU lane ranks it far below its own choice.
+    out = _write_run(tmp_path, greedy_route="canned answer" + TRAILER,
+                     greedy={"cuda": "canned answer" + TRAILER, "vulkan": "canned answer" + TRAILER,
+                             "cpu": "real words" + TRAILER})
+    result = rpc_route.recompute(_with_paths(out, {"cpu": 6.0, "cuda": 0.0, "vulkan": 0.0}))
+    assert result["comparisons"]["cpu"]["greedy_near_tie_paths"] == 0
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
+
+
+def test_a_path_measured_for_other_text_does_not_count(tmp_path):
+    # Small gaps, but the logged -p is not the prompt and the route's continuation: not its path.
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, logged_text=" other text")
+    result = rpc_route.recompute(out)
+    assert all(g != g for g in result["comparisons"]["cpu"]["greedy_path_gaps"])  # NaN: not measured
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
+
+
+def test_a_path_whose_prompt_tokens_are_not_its_start_does_not_count(tmp_path):
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, prompt_tokens_shift=1)
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in rpc_route.recompute(out)["problems"]
+
+
+def test_a_taken_logit_above_the_top_one_does_not_count(tmp_path):
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": -1.0, "cuda": 0.0, "vulkan": 0.0})
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in rpc_route.recompute(out)["problems"]
+
+
+def test_a_route_text_without_llama_completions_ending_has_no_path(tmp_path):
+    out = _write_run(tmp_path, greedy_route="vulkan words", greedy={"cpu": "cpu words"})
+    result = rpc_route.recompute(_with_paths(out, {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, logged_text="vulkan words"))
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
+
+
+def test_route_continuation_strips_only_llama_completions_ending(tmp_path):
+    f = tmp_path / "g.txt"
+    f.write_bytes(b"a\n\n\n")
+    assert rpc_route.route_continuation(f) == "a\n"
+    f.write_bytes(b"a\n")
+    assert rpc_route.route_continuation(f) is None
+    f.write_bytes(b"\xff\n\n")
+    assert rpc_route.route_continuation(f) is None
+
+
 def test_a_missing_party_is_a_problem_not_a_smaller_comparison(tmp_path):
     out = _write_run(tmp_path)
     with np.load(out / "logs" / rpc_route.LOGITS_FILE) as z:

@@ -22,14 +22,20 @@ print("Starting RPC server v3.0.0", flush=True)
 while True:
     s.accept()[0].close()
 """
-# LGT1 logits of the prompt's words with a decisive top-1; over RPC, each server gets weights and a
-# layer, and the route's logits move by 1.0 where a file `diverge` sits beside the binary.
+# LGT1 logits of the prompt's words (a word's token: its length mod 8) whose decisive top-1 is the
+# next word's token (the last row: its own), so any text is the fake model's own greedy path; where a
+# file `unlikely` sits beside the binary the top-1 is the token after it instead (every text is
+# ranked 4.3 nats or more below it). Over RPC, each server gets weights and a layer, and the route's
+# logits move by 1.0 where a file `diverge` sits beside the binary.
 _LOGITS = """
 import os, struct, sys
 a = sys.argv[1:]
 val = lambda f: a[a.index(f) + 1] if f in a else None
-tokens = [len(w) for w in val("-p").split()][:6]
-rows = [[5.0 if v == t % 8 else 0.1 * v for v in range(8)] for t in tokens]
+here = os.path.dirname(sys.argv[0])
+tokens = [len(w) % 8 for w in val("-p").split()][:32]
+shift = 1 if os.path.exists(os.path.join(here, "unlikely")) else 0
+top = [(tokens[min(j + 1, len(tokens) - 1)] + shift) % 8 for j in range(len(tokens))]
+rows = [[5.0 if v == t else 0.1 * v for v in range(8)] for t in top]
 if val("-rpc"):
     for i, endpoint in enumerate(val("-rpc").split(",")):
         print(f"load_tensors: RPC{i}[{endpoint}] model buffer size =     2.00 MiB")
@@ -72,12 +78,13 @@ with open(val("--kl-divergence-base"), "wb") as f:
         f.write(struct.pack("<ff", scale, low))
         f.write(struct.pack(f"<{n_vocab}H", *[max(0, min(65535, round((x - low) / scale))) for x in logp]))
 """
-# The same words for every party, or the text of a `completion.txt` beside the binary.
+# The same words for every party, or the text of a `completion.txt` beside the binary; then, as
+# llama-completion does after the last token, an empty line.
 _COMPLETION = """
 import os, sys
 here = os.path.dirname(sys.argv[0])
 canned = os.path.join(here, "completion.txt")
-print(open(canned).read() if os.path.exists(canned) else "the same words")
+sys.stdout.write((open(canned).read() if os.path.exists(canned) else " the same words") + chr(10) * 2)
 sys.exit(1 if os.path.exists(os.path.join(here, "crash")) else 0)
 """
 
@@ -98,11 +105,11 @@ def make_lane(root: pathlib.Path, *markers: str, completion: str | None = None) 
 
 
 def measure(tmp_path: pathlib.Path, *client_markers: str, gpu_completion: str | None = None,
-            **kw) -> tuple[pathlib.Path, dict]:
+            cpu_markers: tuple[str, ...] = (), **kw) -> tuple[pathlib.Path, dict]:
     """A CUDA+Vulkan route over fake lanes (the CUDA lane the client), measured into tmp_path/out."""
     cuda = make_lane(tmp_path / "cuda", *client_markers, completion=gpu_completion)
     vulkan = make_lane(tmp_path / "vulkan", completion=gpu_completion)
-    cpu = make_lane(tmp_path / "cpu")
+    cpu = make_lane(tmp_path / "cpu", *cpu_markers)
     model = fake_lane.make_gguf(tmp_path / "m.gguf")
     lanes = [rpc_route.RouteLane("linux-x86_64-cuda", "cuda", cuda, tmp_path / "cuda.evidence.pb", "CUDA0"),
              rpc_route.RouteLane("linux-x86_64-vulkan", "vulkan", vulkan, tmp_path / "vulkan.evidence.pb", "Vulkan0")]
