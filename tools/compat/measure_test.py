@@ -69,24 +69,64 @@ def test_a_failed_command_fails_its_step(tmp_path):
     assert (tmp_path / "out" / "logs" / "compat.exit").read_text() == "1 FAIL\n"
 
 
+# 16 words: the fake lanes' tokens, as many as the route generates; a newline inside, as a coder
+# model prints (compat.log cannot hold such a -p on one line: the fed bytes go to logits.npz).
+OTHER_TEXT = " " + " ".join(["other"] * 7) + "\n" + " ".join(["words"] * 9)
+
+
 def test_a_route_text_the_cpu_lane_takes_up_to_near_ties_agrees(tmp_path):
     # The GPU lanes and the route print other text than the CPU lane; fed it, the CPU lane (and each
     # lane) ranks every token of it its own top-1: the path runs, measured and judged end to end.
-    out, report = fake_route.measure(tmp_path, gpu_completion=" other words here")
+    out, report = fake_route.measure(tmp_path, gpu_completion=OTHER_TEXT)
     assert report["compatible"], report["problems"]
     cpu = report["comparisons"]["cpu"]
     assert (cpu["greedy_identical"], cpu["greedy_near_tie_paths"], cpu["greedy_path_gaps"]) == (0, 4, [0.0] * 4)
-    paths = [c.argv for c in log_blocks.commands((out / "logs" / "compat.log").read_text())
-             if (log_blocks.flag_value(c.argv, "-o") or "").split("/")[-1].startswith("path.cpu.")]
-    assert [log_blocks.flag_value(argv, "-p") for argv in paths] == [p + " other words here" for p in rpc_route.PROMPTS]
+    assert log_blocks.load_config(log_blocks.config_path(out / "logs", "compat"))["greedy_rule"] == "near-tie-paths"
     assert compat_record.load_measurement(out)["comparisons"]["cpu"]["greedy_near_tie_paths"] == 4
 
 
+def test_a_route_text_cut_short_is_no_path(tmp_path):
+    _, report = fake_route.measure(tmp_path, gpu_completion=" other words here")
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in report["problems"], report["problems"]
+
+
 def test_a_route_text_the_cpu_lane_ranks_clearly_lower_is_refused(tmp_path):
-    _, report = fake_route.measure(tmp_path, gpu_completion=" other words here", cpu_markers=("unlikely",))
+    _, report = fake_route.measure(tmp_path, gpu_completion=OTHER_TEXT, cpu_markers=("unlikely",))
     assert not report["compatible"]
     assert "route vs cpu: greedy agreement 0.0 < 1.0" in report["problems"], report["problems"]
     assert min(report["comparisons"]["cpu"]["greedy_path_gaps"]) > 4.0
+
+
+def test_a_lane_binary_other_than_its_evidence_is_refused_before_anything_runs(tmp_path):
+    def swap(root):
+        (root / "vulkan" / "bin" / "llama-logits").write_text(f"#!{sys.executable}\nprint('another binary')\n")
+    with pytest.raises(rpc_route.RouteError, match=r"linux-x86_64-vulkan \(.*\): bin/llama-logits: sha256 .* != evidence"):
+        fake_route.measure(tmp_path, prepare=swap)
+    assert not (tmp_path / "out").exists(), "nothing may be written for a lane nobody certified"
+
+
+def test_a_file_added_to_a_lane_is_refused(tmp_path):
+    def add(root):
+        (root / "cuda" / "lib").mkdir(exist_ok=True)
+        (root / "cuda" / "lib" / "libpreload.so").write_bytes(b"\x7fELF")
+    with pytest.raises(rpc_route.RouteError, match="lib/libpreload.so: not in the evidence"):
+        fake_route.measure(tmp_path, prepare=add)
+
+
+def test_an_unverified_cpu_lane_is_refused(tmp_path):
+    with pytest.raises(rpc_route.RouteError, match="--cpu_evidence"):
+        fake_route.measure(tmp_path, cpu_evidence=None)
+    def swap(root):
+        (root / "cpu" / "bin" / "llama-perplexity").write_text("#!/bin/sh\n")
+    with pytest.raises(rpc_route.RouteError, match="reference CPU lane .* is not the lane of"):
+        fake_route.measure(tmp_path / "again", prepare=swap)
+
+
+def test_a_lane_rewritten_while_the_route_runs_fails_the_measurement(tmp_path):
+    with pytest.raises(rpc_route.RouteError, match="a lane changed while the route was measured: .*bin/llama-perplexity"):
+        fake_route.measure(tmp_path, "rewrite")
+    assert (tmp_path / "out" / "logs" / "compat.exit").read_text() == "1 FAIL\n"
+    assert not (tmp_path / "out" / rpc_route.REPORT_FILE).exists()
 
 
 def test_flash_attention_auto_is_refused(tmp_path):

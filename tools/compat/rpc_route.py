@@ -41,7 +41,7 @@ from google.protobuf import json_format
 from proto import runner_report_pb2 as rpb
 from tools.evidence import build_evidence
 from tools.model import reference_forward
-from tools.runner import backends, exits, log_blocks
+from tools.runner import backends, exits, lane_files, log_blocks
 from tools.runner.checks import corpus_parity, reference_parity
 from tools.runner.checks.reference_parity import TIE_MARGIN, compare
 from tools.runner.steps import ProcessTracker, Step
@@ -78,6 +78,9 @@ CORPUS_FILE = "corpus.positions.npz"
 PROMPT_KEY = "prompt"
 PATH_KEY = "path"
 COMPLETION_TRAILER = b"\n\n"
+# compat.config.json's greedy_rule: other text agrees as a near-tie path (path_gap). Measurements
+# without it were judged by _late_divergence_of_every_lane.
+GREEDY_RULE_PATHS = "near-tie-paths"
 _CORPUS_ARRAYS = (*corpus_parity.POSITION_ARRAYS, "tokens", "reference_tokens")
 
 
@@ -212,7 +215,10 @@ def greedy_argv(binary: pathlib.Path, model: pathlib.Path, prompt: str, threads:
     return [str(binary), "-m", str(model), "-p", prompt, "-n", str(N_PREDICT), "--temp", "0", "-s", str(SEED),
             "--ignore-eos", "-no-cnv", "-t", str(threads), "-fa", flags.flash_attention,
             "-ctk", flags.kv_cache_type, "-ctv", flags.kv_cache_type, "-c", str(flags.context_size),
-            "-b", str(flags.batch_size), "-ub", str(flags.ubatch_size), "--no-display-prompt", *(route or [])]
+            "-b", str(flags.batch_size), "-ub", str(flags.ubatch_size), "--no-display-prompt",
+            # Control tokens print as their text (else as nothing), so the path runs, which parse
+            # special tokens, are fed every token the party generated.
+            "-sp", *(route or [])]
 
 
 def perplexity_argv(binary: pathlib.Path, model: pathlib.Path, out: pathlib.Path, threads: int,
@@ -276,9 +282,10 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
             flags: RecipeFlags = RecipeFlags()) -> dict:
     """Runs the route and every comparison, every party under `flags`; writes the raw files and
     compat_report.json; returns it. `cpu_evidence` is the CPU lane's build evidence (its lane
-    manifest's), which the report names by digest; without it (or where it is not a file) the report
-    names none. The step's exit file (compat.exit) says PASS only when the route was measured and is
-    compatible."""
+    manifest's), which the report names by digest. Every lane and the CPU lane are re-hashed against
+    their build evidence before anything runs and after everything ran (lane_file_problems): a
+    difference is a RouteError. The step's exit file (compat.exit) says PASS only when the route was
+    measured and is compatible."""
     if flags.flash_attention not in ("on", "off"):
         raise RouteError(f"flash attention {flags.flash_attention!r}: give on or off (auto proves no mode)")
     if len(lanes) < 2 or len({lane.backend for lane in lanes}) < 2:
@@ -289,6 +296,9 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     by_id = {lane.lane_id: lane for lane in lanes}
     if client not in by_id:
         raise RouteError(f"--client {client} is not one of the route's lanes {sorted(by_id)}")
+    unverified = lane_file_problems(lanes, cpu_lane_dir, cpu_evidence)
+    if unverified:
+        raise RouteError("the route's lanes are not the lanes their build evidence describes: " + "; ".join(unverified))
     try:
         _, corpus_sha = corpus_parity.read_corpus()
         quantized = reference_parity.quantized_types(model)
@@ -300,6 +310,7 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     logs.mkdir(parents=True, exist_ok=True)
     tracker = ProcessTracker()
     step = Step("compat", logs, tracker)
+    step.log(f"# lanes re-hashed before the route: 0 differences from their build evidence ({len(lanes)} lanes and the CPU lane)")
     step.config("corpus_sha256", corpus_sha)
     step.config("corpus_quantized_types", ",".join(quantized))
     step.config("corpus_bounds", corpus_parity.bounds_kind(quantized, accelerator=True))
@@ -310,9 +321,11 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
         step.log(f"# lanes-config {key}={value}")
 
     configure("tie_margin", repr(tie_margin))
-    configure("model_sha256", _digest(model).removeprefix("sha256:"))
+    model_sha = _digest(model).removeprefix("sha256:")
+    configure("model_sha256", model_sha)
     configure("prompts", len(PROMPTS))
     configure("logit_prompts", LOGIT_PROMPTS)
+    configure("greedy_rule", GREEDY_RULE_PATHS)
     # Each lane as measured: lane id, build evidence digest, runner report digest, server device.
     for lane in lanes:
         configure(f"lane.{lane.alias}", f"{lane.lane_id} {build_evidence.evidence_digest(lane.evidence)} "
@@ -384,6 +397,13 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
         corpus_route = [*greedy_route, "-lv", str(LOG_VERBOSITY_DEBUG)]
         route_argvs.append(_corpus_comparison(step, client_lane.lane_dir, corpus_route, cpu_lane_dir, model, logs,
                                               threads, timeout_s, flags, out_dir))
+        # A lane process may have rewritten a file of its lane or another's while the route ran.
+        changed = lane_file_problems(lanes, cpu_lane_dir, cpu_evidence)
+        if _digest(model).removeprefix("sha256:") != model_sha:
+            changed.append(f"the model {model} changed")
+        if changed:
+            raise RouteError("a lane changed while the route was measured: " + "; ".join(changed))
+        step.log("# lanes re-hashed after the route: 0 differences from their build evidence")
         # The tool's own file, not a log line a lane's output could repeat: recompute reads it there.
         recipe = recipe_from_argv(route_argvs)
         recipe.longest_sequence_tokens = max(longest_compared_sequence(arrays), corpus_sequence(logs))
@@ -419,17 +439,47 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
     return report
 
 
+def lane_file_problems(lanes: list[RouteLane], cpu_lane_dir: pathlib.Path, cpu_evidence: pathlib.Path | None) -> list[str]:
+    """Why a lane of the route, or the CPU lane, is not the lane its build evidence describes (a file
+    of bin/ or lib/ changed, missing or unlisted; evidence of another lane); empty when each is. The
+    measurement binds its record to those evidence digests, so a swapped binary would measure a lane
+    nobody certified. measure() checks before and after the run: a file swapped and put back within
+    it is not seen."""
+    problems = []
+    for lane in lanes:
+        try:
+            evidence = build_evidence.read_evidence(lane.evidence)
+        except build_evidence.EvidenceError as err:
+            problems.append(f"{lane.lane_id}: {err}")
+            continue
+        if evidence.lane_id != lane.lane_id:
+            problems.append(f"{lane.evidence} is the build evidence of {evidence.lane_id}, not {lane.lane_id}")
+            continue
+        found = lane_files.differences(evidence, lane.lane_dir)
+        problems += [f"{lane.lane_id} ({lane.lane_dir}): {p}" for p in found[:5]]
+    arch = lanes[0].lane_id.split("-")[1] if lanes and lanes[0].lane_id.count("-") >= 2 else "x86_64"
+    try:
+        lane_files.verify_reference_lane(cpu_lane_dir, cpu_evidence, arch)
+    except lane_files.ReferenceLaneError as err:
+        problems.append(str(err).replace("--cpu_lane_evidence", "--cpu_evidence"))
+    return problems
+
+
 def route_continuation(greedy_file: pathlib.Path) -> str | None:
     """The text the route generated for a prompt: its greedy file less llama-completion's closing
-    LOG("\\n\\n") (completion.cpp prints it after the last token); None when the file does not end so
-    or is not UTF-8 (no path can then be measured, and the prompt agrees only where the text is identical)."""
+    LOG("\\n\\n") (completion.cpp prints it after the last token), bytes that are not UTF-8 kept as
+    surrogates (a 16th token may end inside a character; the argv carries them back as the same
+    bytes); None when the file does not end so or holds a NUL (no argv can carry it): no path can
+    then be measured, and the prompt agrees only where the text is identical."""
     data = greedy_file.read_bytes() if greedy_file.is_file() else b""
-    if not data.endswith(COMPLETION_TRAILER):
+    if not data.endswith(COMPLETION_TRAILER) or b"\0" in data:
         return None
-    try:
-        return data[: -len(COMPLETION_TRAILER)].decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return data[: -len(COMPLETION_TRAILER)].decode("utf-8", "surrogateescape")
+
+
+def fed_bytes(i: int, continuation: str) -> bytes:
+    """What the path runs of prompt i are fed: the prompt and the route's continuation, as bytes."""
+    return (PROMPTS[i] + continuation).encode("utf-8", "surrogateescape")
 
 
 def _measure_paths(step: Step, parties: list[tuple[str, pathlib.Path, list[str], list[str]]], model: pathlib.Path,
@@ -437,7 +487,8 @@ def _measure_paths(step: Step, parties: list[tuple[str, pathlib.Path, list[str],
                    flags: RecipeFlags) -> None:
     """Each party alone (every lane, the CPU lane) fed the route's greedy text, prompt by prompt, in one
     llama-logits batch: per position its top logit and the logit of the token the text takes next
-    (PATH_ARRAYS), and the prompt's own tokens (the CPU lane's) to say where the continuation starts.
+    (path.<who>.<i>.*), the prompt's own tokens (the CPU lane's) to say where the continuation starts,
+    and the bytes fed (prompt.<i>.fed: compat.log cannot hold a -p with a newline as one line).
     recompute() reads from them whether the route's text is a path the party itself takes up to
     near-ties; the logits themselves (152k floats a position for some models) are not kept."""
     cpu_dir = next(lane_dir for who, lane_dir, _, _ in parties if who == CORPUS_REFERENCE)
@@ -446,6 +497,7 @@ def _measure_paths(step: Step, parties: list[tuple[str, pathlib.Path, list[str],
         if continuation is None:
             step.log(f"# greedy.route.{i}.txt does not end as llama-completion's output does: no path measured")
             continue
+        arrays[f"{PROMPT_KEY}.{i}.fed"] = np.frombuffer(fed_bytes(i, continuation), np.uint8)
         runs = [(PROMPT_KEY, cpu_dir, [], prompt)]
         runs += [(f"{PATH_KEY}.{who}", lane_dir, args, prompt + continuation) for who, lane_dir, args, _ in parties]
         for key, lane_dir, args, text in runs:
@@ -471,37 +523,30 @@ def _measure_paths(step: Step, parties: list[tuple[str, pathlib.Path, list[str],
                 arrays[f"{key}.{i}.taken_logit"] = taken
 
 
-def path_gap(arrays, logged: dict[str, str], who: str, i: int, route_text: str | None) -> float:
+def path_gap(arrays, who: str, i: int, route_text: str | None) -> float:
     """The largest gap, in nats, between `who`'s top logit and the logit of the token the route's
-    continuation of prompt i takes, over the continuation's positions, `who` fed the prompt and that
-    continuation (_measure_paths); NaN when not measured, not for the route's text as greedy.route.<i>.txt
-    holds it (`logged`: the -p of each path run in compat.log), or not comparable (the prompt's tokens
-    are not its start, a non-finite logit, a taken logit above the top one)."""
+    continuation of prompt i takes, over every position of the continuation (the row before its first
+    token through the row before its last), `who` fed the prompt and that continuation
+    (_measure_paths). NaN when not measured; when what was fed is not the prompt and the route's text
+    as greedy.route.<i>.txt holds it; when the continuation is not N_PREDICT tokens (a token that
+    prints as nothing, or a text cut short, would leave tokens nobody judged); or when not comparable
+    (the prompt's tokens are not its start, a non-finite logit, a taken logit above the top one)."""
     key = f"{PATH_KEY}.{who}.{i}"
-    names = (f"{PROMPT_KEY}.{i}.tokens", f"{key}.tokens", f"{key}.top_logit", f"{key}.taken_logit")
+    names = (f"{PROMPT_KEY}.{i}.fed", f"{PROMPT_KEY}.{i}.tokens", f"{key}.tokens", f"{key}.top_logit",
+             f"{key}.taken_logit")
     if route_text is None or not 0 <= i < len(PROMPTS) or not all(n in arrays for n in names):
         return math.nan
-    if logged.get(f"{key}.bin") != PROMPTS[i] + route_text:
+    fed, prompt, tokens, top, taken = (np.asarray(arrays[n]) for n in names)
+    if fed.dtype != np.uint8 or fed.tobytes() != fed_bytes(i, route_text):
         return math.nan
-    prompt, tokens, top, taken = (np.asarray(arrays[n]) for n in names)
     n, p = tokens.size, prompt.size
-    if p == 0 or n <= p or top.shape != (n,) or taken.shape != (n,) or not np.array_equal(tokens[:p], prompt):
+    if p == 0 or n - p != N_PREDICT or top.shape != (n,) or taken.shape != (n,) or not np.array_equal(tokens[:p], prompt):
         return math.nan
+    # Row j holds the logits for the token at j + 1: rows p-1 .. n-2 predict the continuation's tokens.
     gaps = top[p - 1:n - 1].astype(np.float64) - taken[p - 1:n - 1].astype(np.float64)
     if not np.all(np.isfinite(gaps)) or np.any(gaps < 0):
         return math.nan
     return float(gaps.max())
-
-
-def _logged_path_prompts(text: str) -> dict[str, str]:
-    """{output file name: -p text} of the path runs compat.log holds (the last of a name wins: a
-    measurement runs each once)."""
-    out = {}
-    for cmd in log_blocks.commands(text):
-        dest = log_blocks.flag_value(cmd.argv, "-o")
-        if dest and pathlib.PurePath(dest).name.startswith(f"{PATH_KEY}.") and not is_route_command(cmd.argv):
-            out[pathlib.PurePath(dest).name] = log_blocks.flag_value(cmd.argv, "-p") or ""
-    return out
 
 
 def _corpus_comparison(step: Step, client_dir: pathlib.Path, route_args: list[str], cpu_lane_dir: pathlib.Path,
@@ -693,8 +738,10 @@ def recompute(out_dir: pathlib.Path) -> dict:
         n_logit_prompts = 0
     with np.load(logs / LOGITS_FILE, allow_pickle=False) as z:
         keys = set(z.files)
-        paths_measured = any(k.startswith(f"{PROMPT_KEY}.") for k in keys)
-        logged_paths = _logged_path_prompts(text)
+        # The rule is the one the measurement states it was made under, never inferred from its data.
+        paths_measured = cfg.get("greedy_rule", "") == GREEDY_RULE_PATHS
+        if cfg.get("greedy_rule", GREEDY_RULE_PATHS) != GREEDY_RULE_PATHS:
+            problems.append(f"greedy_rule {cfg.get('greedy_rule')!r}: this tool judges only {GREEDY_RULE_PATHS!r}")
         continuations = [route_continuation(logs / f"greedy.route.{i}.txt") for i in range(max(n_prompts, 0))]
         for i in range(n_logit_prompts):
             if f"route.{i}.logits" not in keys:
@@ -727,7 +774,7 @@ def recompute(out_dir: pathlib.Path) -> dict:
                 # text, takes every token of it within the tie margin of its own top-1: the route
                 # went another way only at near-ties (as the party's own greedy runs do between
                 # batch shapes), never through a token the party ranks clearly lower.
-                gaps = [math.nan if same else path_gap(z, logged_paths, who, i, continuations[i])
+                gaps = [math.nan if same else path_gap(z, who, i, continuations[i])
                         for i, same in enumerate(greedy_same)]
                 near = [not same and gap <= tie for same, gap in zip(greedy_same, gaps)]
                 greedy = {"greedy_near_tie_paths": sum(near),

@@ -27,8 +27,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_multi_string("lane", [], "LANE_ID:LANE_DIR[:DEVICE[:RUNNER_REPORT]], one per node of the route.")
 flags.DEFINE_string("client", None, "The lane whose llama-logits/llama-completion drive the route.")
 flags.DEFINE_string("cpu_lane_dir", None, "The CPU lane (a comparison party).")
-flags.DEFINE_string("cpu_evidence", "", "The CPU lane's build evidence (the `evidence` of its //lanes:cpu.lane.json), "
-                    "named by digest in the report; without it the report names no CPU lane build.")
+flags.DEFINE_string("cpu_evidence", None, "The CPU lane's build evidence (the `evidence` of its //lanes:cpu.lane.json): "
+                    "the CPU lane is re-hashed against it, and the report names it by digest.")
 flags.DEFINE_string("model", None, "GGUF model.")
 flags.DEFINE_string("spec", None, "The lane spec (//lanes:spec.json): backends of the lanes.")
 flags.DEFINE_string("out_dir", None, "Where logs/ and compat_report.json go.")
@@ -43,7 +43,7 @@ flags.DEFINE_float("max_abs_delta_logit", rpc_route.Tolerances.max_abs_delta_log
 flags.DEFINE_float("max_mean_kl", rpc_route.Tolerances.max_mean_kl, "Tolerance (nats).")
 flags.DEFINE_float("min_top1_agreement", rpc_route.Tolerances.min_top1_agreement, "On decisive positions.")
 flags.DEFINE_float("min_greedy_agreement", rpc_route.Tolerances.min_greedy_agreement, "Fraction of prompts.")
-flags.mark_flags_as_required(["client", "cpu_lane_dir", "model", "spec", "out_dir"])
+flags.mark_flags_as_required(["client", "cpu_lane_dir", "cpu_evidence", "model", "spec", "out_dir"])
 
 
 def parse_lane(value: str, spec: dict) -> rpc_route.RouteLane:
@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
         report = rpc_route.measure(lanes, FLAGS.client, pathlib.Path(FLAGS.cpu_lane_dir).absolute(),
                                    pathlib.Path(FLAGS.model).absolute(), pathlib.Path(FLAGS.out_dir).absolute(), tol,
                                    threads=os.cpu_count() or 1, tensor_split=FLAGS.tensor_split,
-                                   cpu_evidence=pathlib.Path(FLAGS.cpu_evidence).absolute() if FLAGS.cpu_evidence else None,
+                                   cpu_evidence=pathlib.Path(FLAGS.cpu_evidence).absolute(),
                                    flags=rpc_route.RecipeFlags(FLAGS.kv_cache_type, FLAGS.flash_attention,
                                                                FLAGS.context_size, FLAGS.batch_size, FLAGS.ubatch_size))
     except rpc_route.RouteError as err:

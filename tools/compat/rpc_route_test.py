@@ -260,34 +260,35 @@ def test_a_cpu_lane_divergence_only_some_lane_shows_is_refused(tmp_path):
 TRAILER = rpc_route.COMPLETION_TRAILER.decode()
 
 
-def _with_paths(out: pathlib.Path, gaps: dict[str, float], *, logged_text: str | None = None,
-                prompt_tokens_shift: int = 0) -> pathlib.Path:
+def _with_paths(out: pathlib.Path, gaps: dict[str, float], *, fed_text: str | None = None,
+                prompt_tokens_shift: int = 0, gap_row: int = 4, n_continuation: int = rpc_route.N_PREDICT,
+                rule: str | None = rpc_route.GREEDY_RULE_PATHS) -> pathlib.Path:
     """Adds the path runs measure() makes to a run of 2 prompts: each party (cuda, vulkan, cpu) fed the
-    route's continuation, its largest gap on it `gaps[who]` nats (at the third continuation token)."""
+    route's continuation (3 prompt tokens, `n_continuation` more), its gap `gaps[who]` nats at row
+    `gap_row` (row j predicts token j + 1: rows 2 .. 2 + n_continuation - 1 are the continuation's)."""
     logs = out / "logs"
     with np.load(logs / rpc_route.LOGITS_FILE) as z:
         arrays = {k: z[k] for k in z.files}
-    lines = []
     for i in range(2):
         route_text = rpc_route.route_continuation(logs / f"greedy.route.{i}.txt")
+        fed = rpc_route.PROMPTS[i] + (route_text if fed_text is None else fed_text)
+        arrays[f"prompt.{i}.fed"] = np.frombuffer(fed.encode("utf-8", "surrogateescape"), np.uint8)
         prompt = np.arange(3, dtype=np.int32) + 100 * i
         arrays[f"prompt.{i}.tokens"] = prompt + prompt_tokens_shift
         for who in ("cuda", "vulkan", "cpu"):
-            tokens = np.concatenate([prompt, np.arange(10, 14, dtype=np.int32)])
+            tokens = np.concatenate([prompt, np.arange(10, 10 + n_continuation, dtype=np.int32)])
             top = np.full(tokens.size, 5.0, np.float32)
             taken = top.copy()
             taken[-1] = np.nan  # nothing follows the last token
-            taken[4] = top[4] - gaps[who]
+            taken[gap_row] = top[gap_row] - gaps[who]
             key = f"path.{who}.{i}"
             arrays.update({f"{key}.tokens": tokens, f"{key}.top_logit": top, f"{key}.taken_logit": taken})
-            text = rpc_route.PROMPTS[i] + (route_text if logged_text is None else logged_text)
-            argv = rpc_route.logits_argv(pathlib.Path(f"/lanes/{who}/bin/llama-logits"), M, text,
-                                         logs / f"{key}.bin", 4, [] if who == "cpu" else ["-ngl", "999"])
-            lines += [log_blocks.command_line(argv), "# exit 0 after 0.20s"]
     with open(logs / rpc_route.LOGITS_FILE, "wb") as f:
         np.savez_compressed(f, **arrays)
-    with open(logs / "compat.log", "a") as f:
-        f.write("\n".join(lines) + "\n")
+    if rule is not None:
+        path = log_blocks.config_path(logs, "compat")
+        config = log_blocks.load_config(path) if path.is_file() else {}
+        log_blocks.write_config(path, {**config, "greedy_rule": rule})
     return out
 
 
@@ -332,8 +333,8 @@ def test_canned_text_from_route_and_lanes_is_refused_by_the_cpu_lanes_path(tmp_p
 
 
 def test_a_path_measured_for_other_text_does_not_count(tmp_path):
-    # Small gaps, but the logged -p is not the prompt and the route's continuation: not its path.
-    out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, logged_text=" other text")
+    # Small gaps, but what was fed is not the prompt and the route's continuation: not its path.
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, fed_text=" other text")
     result = rpc_route.recompute(out)
     assert all(g != g for g in result["comparisons"]["cpu"]["greedy_path_gaps"])  # NaN: not measured
     assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
@@ -351,8 +352,42 @@ def test_a_taken_logit_above_the_top_one_does_not_count(tmp_path):
 
 def test_a_route_text_without_llama_completions_ending_has_no_path(tmp_path):
     out = _write_run(tmp_path, greedy_route="vulkan words", greedy={"cpu": "cpu words"})
-    result = rpc_route.recompute(_with_paths(out, {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, logged_text="vulkan words"))
+    result = rpc_route.recompute(_with_paths(out, {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, fed_text="vulkan words"))
     assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
+
+
+@pytest.mark.parametrize("row", [2, 2 + rpc_route.N_PREDICT - 1])
+def test_the_first_and_the_last_continuation_token_are_judged(tmp_path, row):
+    # Row 2 predicts the continuation's first token (3 prompt tokens), row 17 its 16th.
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.3, "cuda": 0.0, "vulkan": 0.0}, gap_row=row)
+    result = rpc_route.recompute(out)
+    assert result["comparisons"]["cpu"]["greedy_path_gaps"] == pytest.approx([0.3, 0.3], rel=1e-5)
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
+
+
+def test_a_gap_inside_the_prompt_is_not_the_routes(tmp_path):
+    # Row 1 predicts the prompt's third token: the route generated none of the prompt.
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": 3.0, "cuda": 0.0, "vulkan": 0.0}, gap_row=1)
+    result = rpc_route.recompute(out)
+    assert result["compatible"], result["problems"]
+    assert result["comparisons"]["cpu"]["greedy_path_gaps"] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("n", [rpc_route.N_PREDICT - 1, rpc_route.N_PREDICT + 1])
+def test_a_continuation_of_other_than_n_predict_tokens_is_no_path(tmp_path, n):
+    # A token that printed as nothing (or a text cut short) leaves a generated token nobody judged.
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, n_continuation=n)
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in rpc_route.recompute(out)["problems"]
+
+
+def test_the_rule_is_the_one_the_measurement_states(tmp_path):
+    # Path arrays without greedy_rule: the old rule (every lane alone gives the route's text) refuses.
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, rule=None)
+    result = rpc_route.recompute(out)
+    assert "greedy_near_tie_paths" not in result["comparisons"]["cpu"]
+    assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
+    out = _with_paths(_diverging_run(tmp_path / "b"), {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, rule="anything goes")
+    assert any(p.startswith("greedy_rule 'anything goes'") for p in rpc_route.recompute(out)["problems"])
 
 
 def test_route_continuation_strips_only_llama_completions_ending(tmp_path):
@@ -361,8 +396,11 @@ def test_route_continuation_strips_only_llama_completions_ending(tmp_path):
     assert rpc_route.route_continuation(f) == "a\n"
     f.write_bytes(b"a\n")
     assert rpc_route.route_continuation(f) is None
-    f.write_bytes(b"\xff\n\n")
+    f.write_bytes(b"a\0b\n\n")
     assert rpc_route.route_continuation(f) is None
+    # A 16th token that ends inside a character: the same bytes go back out.
+    f.write_bytes(b"caf\xc3\n\n")
+    assert rpc_route.fed_bytes(0, rpc_route.route_continuation(f)) == rpc_route.PROMPTS[0].encode() + b"caf\xc3"
 
 
 def test_a_missing_party_is_a_problem_not_a_smaller_comparison(tmp_path):

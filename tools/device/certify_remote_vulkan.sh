@@ -15,7 +15,9 @@
 #
 # SKIP_EMBEDDED=1: only the MODELs, certified and routed (the embedded model's records stand).
 # VULKAN_RUNS=<dir>: only the mixed routes, bound to the finished Vulkan runs in <dir> (run/,
-# run-<stem>/, each with its runner_report.pb, as this script's archives unpack). ROUTES=0: only the
+# run-<stem>/, each with its runner_report.pb, as this script's archives unpack); CUDA_RUNS=<dir>
+# likewise names the CUDA runs (e.g. the committed ones' reports, carried) where
+# certify_remote_cuda.sh did not run in this machine's session. ROUTES=0: only the
 # certification runs (the routes measure no speed, so other work may share the host while they run).
 # DETACH=1: the whole run goes on in its own session (setsid) on that machine and this command
 # returns at once; `tools/device/poll_detached.sh OUT_DIR` reports progress and, once finished,
@@ -59,6 +61,11 @@ if [ -n "${VULKAN_RUNS:-}" ]; then
     mkdir -p "$work/$name"
     cp "$VULKAN_RUNS/$name/runner_report.pb" "$work/$name/runner_report.pb" || \
       { echo "no Vulkan run $name in VULKAN_RUNS=$VULKAN_RUNS" >&2; exit 2; }
+    if [ -n "${CUDA_RUNS:-}" ]; then  # where route() looks for this session's CUDA run
+      mkdir -p "/tmp/lanes-stash/cuda-$name"
+      cp "$CUDA_RUNS/$name/runner_report.pb" "/tmp/lanes-stash/cuda-$name/runner_report.pb" || \
+        { echo "no CUDA run $name in CUDA_RUNS=$CUDA_RUNS" >&2; exit 2; }
+    fi
   done
 else
   # FIXTURE_PROBE=<ops>: time test-backend-ops on a few ops first (how long the full fixture run takes).

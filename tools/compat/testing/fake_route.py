@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pathlib
 import sys
+from collections.abc import Callable
 
 from tools.compat import rpc_route
 from tools.runner.testing import fake_lane
@@ -32,7 +33,7 @@ import os, struct, sys
 a = sys.argv[1:]
 val = lambda f: a[a.index(f) + 1] if f in a else None
 here = os.path.dirname(sys.argv[0])
-tokens = [len(w) % 8 for w in val("-p").split()][:32]
+tokens = [len(w) % 8 for w in val("-p").split()][:64]
 shift = 1 if os.path.exists(os.path.join(here, "unlikely")) else 0
 top = [(tokens[min(j + 1, len(tokens) - 1)] + shift) % 8 for j in range(len(tokens))]
 rows = [[5.0 if v == t else 0.1 * v for v in range(8)] for t in top]
@@ -85,11 +86,16 @@ import os, sys
 here = os.path.dirname(sys.argv[0])
 canned = os.path.join(here, "completion.txt")
 sys.stdout.write((open(canned).read() if os.path.exists(canned) else " the same words") + chr(10) * 2)
+if os.path.exists(os.path.join(here, "rewrite")):  # a lane process that rewrites a sibling of its lane
+    with open(os.path.join(here, "llama-perplexity"), "a") as f:
+        f.write("# rewritten" + chr(10))
 sys.exit(1 if os.path.exists(os.path.join(here, "crash")) else 0)
 """
 
 
-def make_lane(root: pathlib.Path, *markers: str, completion: str | None = None) -> pathlib.Path:
+def make_lane(root: pathlib.Path, *markers: str, completion: str | None = None,
+              lane_id: str = "linux-x86_64-cpu") -> pathlib.Path:
+    """A fake lane's bin/ (markers and completion.txt included) and its build evidence beside it."""
     (root / "bin").mkdir(parents=True)
     for name, body in (("ggml-rpc-server", _RPC_SERVER), ("llama-logits", _LOGITS), ("llama-completion", _COMPLETION),
                        ("llama-perplexity", _PERPLEXITY)):
@@ -100,20 +106,25 @@ def make_lane(root: pathlib.Path, *markers: str, completion: str | None = None) 
         (root / "bin" / marker).write_text("")
     if completion is not None:
         (root / "bin" / "completion.txt").write_text(completion)
-    (root.parent / f"{root.name}.evidence.pb").write_bytes(root.name.encode())
+    fake_lane.make_evidence(root, root.parent / f"{root.name}.evidence.pb", lane_id=lane_id)
     return root
 
 
 def measure(tmp_path: pathlib.Path, *client_markers: str, gpu_completion: str | None = None,
-            cpu_markers: tuple[str, ...] = (), **kw) -> tuple[pathlib.Path, dict]:
-    """A CUDA+Vulkan route over fake lanes (the CUDA lane the client), measured into tmp_path/out."""
-    cuda = make_lane(tmp_path / "cuda", *client_markers, completion=gpu_completion)
-    vulkan = make_lane(tmp_path / "vulkan", completion=gpu_completion)
+            cpu_markers: tuple[str, ...] = (), prepare: Callable[[pathlib.Path], None] | None = None,
+            **kw) -> tuple[pathlib.Path, dict]:
+    """A CUDA+Vulkan route over fake lanes (the CUDA lane the client), measured into tmp_path/out;
+    `prepare(tmp_path)` runs once the lanes (tmp_path/cuda, vulkan, cpu) and their evidence exist."""
+    cuda = make_lane(tmp_path / "cuda", *client_markers, completion=gpu_completion, lane_id="linux-x86_64-cuda")
+    vulkan = make_lane(tmp_path / "vulkan", completion=gpu_completion, lane_id="linux-x86_64-vulkan")
     cpu = make_lane(tmp_path / "cpu", *cpu_markers)
     model = fake_lane.make_gguf(tmp_path / "m.gguf")
     lanes = [rpc_route.RouteLane("linux-x86_64-cuda", "cuda", cuda, tmp_path / "cuda.evidence.pb", "CUDA0"),
              rpc_route.RouteLane("linux-x86_64-vulkan", "vulkan", vulkan, tmp_path / "vulkan.evidence.pb", "Vulkan0")]
+    if prepare is not None:
+        prepare(tmp_path)
     out = tmp_path / "out"
+    kw.setdefault("cpu_evidence", tmp_path / "cpu.evidence.pb")
     report = rpc_route.measure(lanes, "linux-x86_64-cuda", cpu, model, out, rpc_route.Tolerances(), threads=1,
                                timeout_s=60, **kw)
     return out, report
