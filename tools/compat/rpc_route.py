@@ -742,6 +742,8 @@ def recompute(out_dir: pathlib.Path) -> dict:
         paths_measured = cfg.get("greedy_rule", "") == GREEDY_RULE_PATHS
         if cfg.get("greedy_rule", GREEDY_RULE_PATHS) != GREEDY_RULE_PATHS:
             problems.append(f"greedy_rule {cfg.get('greedy_rule')!r}: this tool judges only {GREEDY_RULE_PATHS!r}")
+        if paths_measured and n_prompts != len(PROMPTS):
+            problems.append(f"the measurement states {n_prompts} prompts, not the tool's {len(PROMPTS)}")
         continuations = [route_continuation(logs / f"greedy.route.{i}.txt") for i in range(max(n_prompts, 0))]
         for i in range(n_logit_prompts):
             if f"route.{i}.logits" not in keys:

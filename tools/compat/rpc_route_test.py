@@ -59,7 +59,7 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
                kv_layers: tuple[str, ...] = ("RPC0", "RPC1"), logit_prompts: int | None = None,
                recipe: dict | None = None, logged_flags: rpc_route.RecipeFlags = rpc_route.RecipeFlags(),
                corpus: dict[str, np.ndarray] | None = None, corpus_config: dict | None = None,
-               with_corpus: bool = True) -> pathlib.Path:
+               with_corpus: bool = True, n_prompts: int = 2) -> pathlib.Path:
     """A measurement's raw files as measure() writes them; `recipe` is compat.config.json's (default:
     what the logged route commands ran; {}: no config file, as a measurement made before it);
     `corpus`/`corpus_config` the corpus comparison's file and config (default: a compatible one;
@@ -68,7 +68,7 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
     logs.mkdir(parents=True)
     rng = np.random.default_rng(0)
     arrays = {}
-    lines = ["# lanes-config tie_margin=0.1", "# lanes-config prompts=2", "# lanes-config model_sha256=" + "c" * 64,
+    lines = ["# lanes-config tie_margin=0.1", f"# lanes-config prompts={n_prompts}", "# lanes-config model_sha256=" + "c" * 64,
              "# lanes-config endpoints=127.0.0.1:1,127.0.0.1:2", "# lanes-config tol_max_abs_delta_logit=0.05",
              f"# lanes-config lane.cuda=linux-x86_64-cuda sha256:{'1' * 64} sha256:{'a' * 64} CUDA0",
              f"# lanes-config lane.vulkan=linux-x86_64-vulkan sha256:{'2' * 64} sha256:{'b' * 64} Vulkan0",
@@ -76,7 +76,7 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
              "# lanes-config tol_min_greedy_agreement=1.0"]
     if logit_prompts is not None:
         lines.append(f"# lanes-config logit_prompts={logit_prompts}")
-    for i in range(2):
+    for i in range(n_prompts):
         base = rng.normal(size=(5, 40)).astype(np.float32)
         base[:, 0] += 5.0  # decisive top-1 everywhere
         tokens = np.arange(5, dtype=np.int32) + i
@@ -91,7 +91,7 @@ def _write_run(out: pathlib.Path, *, route_noise: float = 0.0, split: tuple[str,
         lines += [f"llama_kv_cache: layer   {n}: dev = {d}" for n, d in enumerate(kv_layers)]
         lines.append("# exit 0 after 0.50s")
         lines += [log_blocks.command_line(_greedy_route_argv(i), f"stdout: greedy.route.{i}.txt"), "# exit 0 after 0.10s"]
-    route_argvs = [argv for i in range(2) for argv in (_route_argv(i), _greedy_route_argv(i))]
+    route_argvs = [argv for i in range(n_prompts) for argv in (_route_argv(i), _greedy_route_argv(i))]
     config = {}
     if with_corpus:
         route_argvs.append(_perplexity_route_argv())
@@ -263,13 +263,13 @@ TRAILER = rpc_route.COMPLETION_TRAILER.decode()
 def _with_paths(out: pathlib.Path, gaps: dict[str, float], *, fed_text: str | None = None,
                 prompt_tokens_shift: int = 0, gap_row: int = 4, n_continuation: int = rpc_route.N_PREDICT,
                 rule: str | None = rpc_route.GREEDY_RULE_PATHS) -> pathlib.Path:
-    """Adds the path runs measure() makes to a run of 2 prompts: each party (cuda, vulkan, cpu) fed the
+    """Adds the path runs measure() makes to a run of every prompt: each party (cuda, vulkan, cpu) fed the
     route's continuation (3 prompt tokens, `n_continuation` more), its gap `gaps[who]` nats at row
     `gap_row` (row j predicts token j + 1: rows 2 .. 2 + n_continuation - 1 are the continuation's)."""
     logs = out / "logs"
     with np.load(logs / rpc_route.LOGITS_FILE) as z:
         arrays = {k: z[k] for k in z.files}
-    for i in range(2):
+    for i in range(len(rpc_route.PROMPTS)):
         route_text = rpc_route.route_continuation(logs / f"greedy.route.{i}.txt")
         fed = rpc_route.PROMPTS[i] + (route_text if fed_text is None else fed_text)
         arrays[f"prompt.{i}.fed"] = np.frombuffer(fed.encode("utf-8", "surrogateescape"), np.uint8)
@@ -295,7 +295,7 @@ def _with_paths(out: pathlib.Path, gaps: dict[str, float], *, fed_text: str | No
 def _diverging_run(tmp_path: pathlib.Path) -> pathlib.Path:
     # As measured on the H100 for Qwen2.5-Coder 0.5B: the route continues as the Vulkan lane alone;
     # the CPU lane and the CUDA lane alone each took another way.
-    return _write_run(tmp_path, greedy_route="vulkan words" + TRAILER,
+    return _write_run(tmp_path, n_prompts=len(rpc_route.PROMPTS), greedy_route="vulkan words" + TRAILER,
                       greedy={"cpu": "cpu words" + TRAILER, "cuda": "cuda words" + TRAILER,
                               "vulkan": "vulkan words" + TRAILER})
 
@@ -305,10 +305,10 @@ def test_a_route_text_every_party_takes_up_to_near_ties_agrees(tmp_path):
     result = rpc_route.recompute(out)
     assert result["compatible"], result["problems"]
     cpu = result["comparisons"]["cpu"]
-    assert (cpu["greedy_agreement"], cpu["greedy_identical"], cpu["greedy_near_tie_paths"]) == (1.0, 0, 2)
-    assert cpu["greedy_path_gaps"] == pytest.approx([0.05, 0.05], rel=1e-5)
+    assert (cpu["greedy_agreement"], cpu["greedy_identical"], cpu["greedy_near_tie_paths"]) == (1.0, 0, 4)
+    assert cpu["greedy_path_gaps"] == pytest.approx([0.05] * 4, rel=1e-5)
     vulkan = result["comparisons"]["vulkan"]
-    assert (vulkan["greedy_identical"], vulkan["greedy_near_tie_paths"], vulkan["greedy_path_gaps"]) == (2, 0, [])
+    assert (vulkan["greedy_identical"], vulkan["greedy_near_tie_paths"], vulkan["greedy_path_gaps"]) == (4, 0, [])
     assert "greedy_divergent_as_every_lane" not in cpu
 
 
@@ -317,14 +317,14 @@ def test_a_route_text_a_party_ranks_clearly_lower_is_refused(tmp_path):
     out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.05, "cuda": 0.3, "vulkan": 0.0})
     result = rpc_route.recompute(out)
     assert "route vs cuda: greedy agreement 0.0 < 1.0" in result["problems"]
-    assert result["comparisons"]["cuda"]["greedy_path_gaps"] == pytest.approx([0.3, 0.3], rel=1e-5)
+    assert result["comparisons"]["cuda"]["greedy_path_gaps"] == pytest.approx([0.3] * 4, rel=1e-5)
     assert "route vs cpu" not in " ".join(result["problems"])
 
 
 def test_canned_text_from_route_and_lanes_is_refused_by_the_cpu_lanes_path(tmp_path):
     # The lying completion tool again: every lane and the route print one canned answer; fed it, the
     # CPU lane ranks it far below its own choice.
-    out = _write_run(tmp_path, greedy_route="canned answer" + TRAILER,
+    out = _write_run(tmp_path, n_prompts=4, greedy_route="canned answer" + TRAILER,
                      greedy={"cuda": "canned answer" + TRAILER, "vulkan": "canned answer" + TRAILER,
                              "cpu": "real words" + TRAILER})
     result = rpc_route.recompute(_with_paths(out, {"cpu": 6.0, "cuda": 0.0, "vulkan": 0.0}))
@@ -351,7 +351,7 @@ def test_a_taken_logit_above_the_top_one_does_not_count(tmp_path):
 
 
 def test_a_route_text_without_llama_completions_ending_has_no_path(tmp_path):
-    out = _write_run(tmp_path, greedy_route="vulkan words", greedy={"cpu": "cpu words"})
+    out = _write_run(tmp_path, n_prompts=4, greedy_route="vulkan words", greedy={"cpu": "cpu words"})
     result = rpc_route.recompute(_with_paths(out, {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, fed_text="vulkan words"))
     assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
 
@@ -361,7 +361,7 @@ def test_the_first_and_the_last_continuation_token_are_judged(tmp_path, row):
     # Row 2 predicts the continuation's first token (3 prompt tokens), row 17 its 16th.
     out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.3, "cuda": 0.0, "vulkan": 0.0}, gap_row=row)
     result = rpc_route.recompute(out)
-    assert result["comparisons"]["cpu"]["greedy_path_gaps"] == pytest.approx([0.3, 0.3], rel=1e-5)
+    assert result["comparisons"]["cpu"]["greedy_path_gaps"] == pytest.approx([0.3] * 4, rel=1e-5)
     assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
 
 
@@ -370,7 +370,7 @@ def test_a_gap_inside_the_prompt_is_not_the_routes(tmp_path):
     out = _with_paths(_diverging_run(tmp_path), {"cpu": 3.0, "cuda": 0.0, "vulkan": 0.0}, gap_row=1)
     result = rpc_route.recompute(out)
     assert result["compatible"], result["problems"]
-    assert result["comparisons"]["cpu"]["greedy_path_gaps"] == [0.0, 0.0]
+    assert result["comparisons"]["cpu"]["greedy_path_gaps"] == [0.0] * 4
 
 
 @pytest.mark.parametrize("n", [rpc_route.N_PREDICT - 1, rpc_route.N_PREDICT + 1])
@@ -388,6 +388,15 @@ def test_the_rule_is_the_one_the_measurement_states(tmp_path):
     assert "route vs cpu: greedy agreement 0.0 < 1.0" in result["problems"]
     out = _with_paths(_diverging_run(tmp_path / "b"), {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0}, rule="anything goes")
     assert any(p.startswith("greedy_rule 'anything goes'") for p in rpc_route.recompute(out)["problems"])
+
+
+def test_a_measurement_of_fewer_prompts_than_the_tools_is_refused(tmp_path):
+    # Under the near-tie rule a measurement states every prompt of PROMPTS: fewer would judge less.
+    out = _with_paths(_diverging_run(tmp_path), {"cpu": 0.0, "cuda": 0.0, "vulkan": 0.0})
+    assert rpc_route.recompute(out)["compatible"]
+    text = (out / "logs" / "compat.log").read_text()
+    (out / "logs" / "compat.log").write_text(text.replace("# lanes-config prompts=4", "# lanes-config prompts=3"))
+    assert "the measurement states 3 prompts, not the tool's 4" in rpc_route.recompute(out)["problems"]
 
 
 def test_route_continuation_strips_only_llama_completions_ending(tmp_path):
