@@ -428,7 +428,7 @@ def measure(lanes: list[RouteLane], client: str, cpu_lane_dir: pathlib.Path, mod
                    "device_class": _device_class(lane.report)} for lane in lanes],
         "client_lane": client,
         "cpu_lane_build_evidence_digest": _evidence_digest(cpu_evidence),
-        "model_sha256": _digest(model).removeprefix("sha256:"),
+        "model_sha256": model_sha,  # re-hashed equal after the run
         "prompts": list(PROMPTS),
         "network": {"endpoints": endpoints.split(","), "loopback": True,
                     "path": "client and every rpc-server on one host, TCP over 127.0.0.1"},
@@ -457,7 +457,7 @@ def lane_file_problems(lanes: list[RouteLane], cpu_lane_dir: pathlib.Path, cpu_e
             continue
         found = lane_files.differences(evidence, lane.lane_dir)
         problems += [f"{lane.lane_id} ({lane.lane_dir}): {p}" for p in found[:5]]
-    arch = lanes[0].lane_id.split("-")[1] if lanes and lanes[0].lane_id.count("-") >= 2 else "x86_64"
+    arch = lanes[0].lane_id.split("-")[1] if lanes else ""  # <os>-<arch>-<backend>: the CPU lane's arch
     try:
         lane_files.verify_reference_lane(cpu_lane_dir, cpu_evidence, arch)
     except lane_files.ReferenceLaneError as err:
