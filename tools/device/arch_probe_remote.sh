@@ -97,21 +97,6 @@ for ((round = 0; round < rounds; round++)); do
     done
   done
 done
-python3 - "$work/raw" "ref$variant" <<'PY' | tee -a "$out/${variant}_probe.txt"
-import collections, json, pathlib, statistics, sys
-runs = collections.defaultdict(lambda: collections.defaultdict(list))
-variant = sys.argv[2]
-for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
-    model, build, _ = path.name[:-len(".json")].rsplit(".", 2)
-    for row in json.loads(path.read_text() or "[]"):
-        runs[model][(build, "pp" if row["n_prompt"] else "tg")].append(row["avg_ts"])
-for model, by in sorted(runs.items()):
-    for test in ("pp", "tg"):
-        med = {b: statistics.median(by[(b, test)]) for b in ("lane", "ref", variant) if by[(b, test)]}
-        rounds = {b: [round(v) for v in by[(b, test)]] for b in med}
-        ratio = lambda a, b: f"{med[a] / med[b]:.3f}" if a in med and b in med else "n/a"
-        print(f"{model} {test}: medians {({b: round(v) for b, v in med.items()})}; lane/ref {ratio('lane', 'ref')}, "
-              f"{variant}/ref {ratio(variant, 'ref')}, lane/{variant} {ratio('lane', variant)}; rounds {rounds}")
-PY
+PYTHONPATH="$repo" python3 -m tools.bench.probe_table "$work/raw" "ref$variant" | tee -a "$out/${variant}_probe.txt"
 tar -cJf "$out/${variant}_probe_raw.tar.xz" -C "$work" raw
 rm -rf "$work"
