@@ -5,17 +5,19 @@
 # ggml-cuda's unconditional `-use_fast_math` taken out of its CUDA_FLAGS (nvcc then keeps IEEE
 # division, square root, denormals and the accurate expf/sinf/cosf instead of their fast intrinsics).
 # VARIANT=gcc12: the host's gcc-12/g++-12 as C, C++ and nvcc host compiler (the lane's is GCC 12.2,
-# the reference's the host's default).
+# the reference's the host's default). VARIANT=gcc12novmm: that and GGML_CUDA_NO_VMM=ON, the lane's
+# two known differences at once (lane / variant near 1: nothing else is left).
 # The upstream-default reference and the variant (bench_remote.sh build, REFERENCE_NAME/REFERENCE_EXTRA)
 # run beside the lane, rotated each round so that no build always runs first, with the bench's
 # llama-bench flags; the raw JSON and a table of per-build medians go to OUT.
 #   [VARIANT=...] [NO_REF=1] arch_probe_remote.sh build CARRY SRC_DIR
 #                                                       both references, in parallel (NO_REF=1: the
 #                                                       variant only, e.g. for kl_probe_remote.sh)
-#   [VARIANT=...] [NO_LANE=1] arch_probe_remote.sh run CARRY SRC_DIR OUT ROUNDS MODEL.gguf ...
+#   [VARIANT=...] [NO_LANE=1|NO_REF=1] arch_probe_remote.sh run CARRY SRC_DIR OUT ROUNDS MODEL.gguf ...
 #                                                       NO_LANE=1: the two references only (a carry
 #                                                       without the CUDA lane; its ratio to upstream is
-#                                                       the committed bench's)
+#                                                       the committed bench's); NO_REF=1: the lane and
+#                                                       the variant only
 set -uo pipefail
 mode=$1 carry=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,12 +32,13 @@ nofastmath)
   variant_entry="-DLANES_PROBE_VARIANT=nofastmath"
   variant_src=/tmp/lanes-stash/src-nofastmath
   ;;
-gcc12)
+gcc12 | gcc12novmm)
   command -v gcc-12 > /dev/null && command -v g++-12 > /dev/null \
-    || { echo "arch_probe_remote.sh: VARIANT=gcc12: no gcc-12/g++-12 on this host's PATH" >&2; exit 2; }
+    || { echo "arch_probe_remote.sh: VARIANT=$variant: no gcc-12/g++-12 on this host's PATH" >&2; exit 2; }
   variant_entry="-DCMAKE_C_COMPILER=gcc-12 -DCMAKE_CXX_COMPILER=g++-12 -DCMAKE_CUDA_HOST_COMPILER=g++-12"
+  [ "$variant" = gcc12 ] || variant_entry="$variant_entry -DGGML_CUDA_NO_VMM=ON"
   ;;
-*) echo "arch_probe_remote.sh: VARIANT=$variant: expected 90a, nofastmath or gcc12" >&2; exit 2 ;;
+*) echo "arch_probe_remote.sh: VARIANT=$variant: expected 90a, nofastmath, gcc12 or gcc12novmm" >&2; exit 2 ;;
 esac
 make_nofastmath_src() {  # the pinned tree with only ggml-cuda's -use_fast_math removed, checked
   local tree=$variant_src/tree cmakelists=ggml/src/ggml-cuda/CMakeLists.txt
@@ -73,6 +76,7 @@ work=$(mktemp -d /tmp/lanes-archprobe.XXXXXX)
 source "$repo/tools/device/remote_setup.sh"
 lanes_remote_require_models arch_probe_remote.sh "$@" || exit 2
 builds=(lane ref "ref$variant")
+[ "${NO_REF:-0}" != 1 ] || builds=(lane "ref$variant")
 if [ "${NO_LANE:-0}" = 1 ]; then
   builds=(ref "ref$variant")
 else
@@ -83,7 +87,7 @@ declare -A dir=([lane]="$work/lanes/cuda" [ref]="$(lanes_remote_reference_dir cu
   ["ref$variant"]="$(lanes_remote_reference_dir cuda "$variant")/build")
 for b in "${builds[@]}"; do
   [ -x "${dir[$b]}/bin/llama-bench" ] || { echo "no llama-bench in ${dir[$b]}: arch_probe_remote.sh build first" >&2; exit 2; }
-  echo "# $b: $(grep -h -E "CMAKE_CUDA_ARCHITECTURES:|LANES_PROBE_VARIANT|CMAKE_CXX_COMPILER:|CMAKE_CUDA_HOST_COMPILER:" "${dir[$b]}/CMakeCache.txt" 2>/dev/null | tr '\n' ' ' || echo 'the lane (90a)')"
+  echo "# $b: $(grep -h -E "CMAKE_CUDA_ARCHITECTURES:|LANES_PROBE_VARIANT|CMAKE_CXX_COMPILER:|CMAKE_CUDA_HOST_COMPILER:|GGML_CUDA_NO_VMM:" "${dir[$b]}/CMakeCache.txt" 2>/dev/null | tr '\n' ' ' || echo 'the lane (90a)')"
 done | tee "$out/${variant}_probe.txt"
 mkdir -p "$work/raw"
 n=${#builds[@]}
