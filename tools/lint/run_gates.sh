@@ -127,8 +127,9 @@ if [ "$status" = 0 ]; then report compileall 0; else report compileall "$(grep -
 #    the llama.cpp patches (context lines reproduce upstream), the committed evidence logs and raw
 #    files of runs, compatibility measurements and benchmarks (bound by digest to what they prove), the
 #    raw outputs of device probes beside a benchmark (bench/*/probes/: verbatim build and llama-bench
-#    output), binary protobuf files (*.pb; git takes them for text) and the parsers' test data
-#    (verbatim llama.cpp tool output).
+#    output), the kept outputs of KL probes (diagnosis/*/kl_probe/*/kl_logs: verbatim
+#    llama-perplexity output, bound by digest to kl_probe.txt), binary protobuf files (*.pb; git
+#    takes them for text) and the parsers' test data (verbatim llama.cpp tool output).
 exclude=(
   ':(exclude,glob)**/*.pb'
   ':(exclude)third_party/llama_cpp/patches/*.patch'
@@ -136,6 +137,7 @@ exclude=(
   ':(exclude,glob)evidence/compat/**/logs/**'
   ':(exclude,glob)evidence/bench/**/logs/**'
   ':(exclude,glob)evidence/bench/*/probes/**'
+  ':(exclude,glob)evidence/diagnosis/*/kl_probe/*/kl_logs/**'
   ':(exclude,glob)evidence/amx/**/logs/**'
   ':(exclude,glob)evidence/ctest/**/ctest.log'
   ':(exclude,glob)tools/runner/testdata/**'
