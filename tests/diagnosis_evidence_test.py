@@ -5,6 +5,7 @@ digest, with every figure line found verbatim in the output it was read from. Di
 certification evidence, but their figures are quoted in docs/ and must be what the raw files say.
 """
 
+import collections
 import hashlib
 import io
 import json
@@ -17,8 +18,10 @@ import pytest
 from tools.bench import probe_table
 
 EVIDENCE = pathlib.Path(__file__).resolve().parent.parent / "evidence"
+# Every probe table: the probes' .txt files but their GPU and build logs (each table's raw archive
+# must exist; a table without one fails rather than being left out).
 PROBE_TABLES = sorted(p for p in EVIDENCE.glob("bench/*/probes/*.txt")
-                      if p.with_name(p.name[:-len(".txt")] + ".raw.tar.xz").exists())
+                      if not p.name.endswith(".gpu.txt") and ".reference_build" not in p.name)
 KL_PROBES = sorted(EVIDENCE.glob("diagnosis/*/kl_probe/*/kl_probe.txt"))
 
 
@@ -35,11 +38,68 @@ def _committed_table(path: pathlib.Path) -> tuple[str, list[str]]:
     return _variant_build(lines, path), [line for line in lines if line and not line.startswith("# ")]
 
 
+def _raw_archive(path: pathlib.Path) -> pathlib.Path:
+    return path.with_name(path.name[:-len(".txt")] + ".raw.tar.xz")
+
+
+def _members(archive: pathlib.Path) -> dict[str, bytes]:
+    with tarfile.open(archive, "r:xz") as tar:
+        return {pathlib.PurePosixPath(m.name).name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def raw_identity_problems(files: dict[str, bytes]) -> list[str]:
+    """Whether each raw file is from the build and model its name says, by llama-bench's own output:
+    the lane states the pin's commit, a reference built from the source archive states none
+    ('unknown'); ggml-cuda prints whether VMM is on (the lane and a *novmm reference: no); the model
+    file is the one named; and every build ran as many rounds of each model as the others."""
+    problems, rounds = [], collections.Counter()
+    for name, data in sorted(files.items()):
+        if not name.endswith(".json"):
+            continue
+        model, build, _ = name[:-len(".json")].rsplit(".", 2)
+        rows = json.loads(data or b"[]")
+        if not rows:
+            problems.append(f"{name}: no rows (a failed round)")
+        for row in rows:
+            rounds[(model, build, "pp" if row["n_prompt"] else "tg")] += 1
+            commit = row.get("build_commit", "")
+            if (build == "lane") != (commit != "unknown"):
+                problems.append(f"{name}: build_commit {commit!r} is not {build}'s")
+            if pathlib.PurePath(row.get("model_filename", "")).name != model + ".gguf":
+                problems.append(f"{name}: model {row.get('model_filename')!r} is not {model}.gguf")
+        vmm = "no" if build == "lane" or "novmm" in build else "yes"
+        log = files.get(name + ".log", b"").decode(errors="replace")
+        if f"VMM: {vmm}," not in log:
+            problems.append(f"{name}.log: expected ggml-cuda to report 'VMM: {vmm}' for {build}")
+    for model, test in {(m, t) for m, _, t in rounds}:
+        counts = {b: n for (m, b, t), n in rounds.items() if (m, t) == (model, test)}
+        if len(set(counts.values())) != 1:
+            problems.append(f"{model} {test}: unequal rounds per build {counts}")
+    return problems
+
+
 @pytest.mark.parametrize("path", PROBE_TABLES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
 def test_probe_table_is_recomputed_from_its_raw_json(path):
     variant, committed = _committed_table(path)
-    raw = path.with_name(path.name[:-len(".txt")] + ".raw.tar.xz")
+    raw = _raw_archive(path)
+    assert raw.is_file(), f"{path}: its raw llama-bench JSON {raw.name} is not committed"
     assert probe_table.table_from_tar(raw, variant) == committed
+    assert raw_identity_problems(_members(raw)) == []
+
+
+def test_a_raw_file_of_another_build_or_a_failed_round_is_found():
+    path = next(p for p in PROBE_TABLES if p.name.startswith("gcc12novmm_probe."))
+    files = _members(_raw_archive(path))
+    assert raw_identity_problems(files) == []
+    ref = next(n for n in sorted(files) if ".refgcc12novmm." in n and n.endswith(".json"))
+    swapped = dict(files)
+    lane = ref.replace(".refgcc12novmm.", ".lane.")
+    swapped[lane], swapped[lane + ".log"] = files[ref], files[ref + ".log"]  # the reference's run as the lane's
+    assert any("is not lane's" in p for p in raw_identity_problems(swapped))
+    failed = dict(files)
+    failed[ref] = b""
+    problems = raw_identity_problems(failed)
+    assert any("a failed round" in p for p in problems) and any("unequal rounds" in p for p in problems)
 
 
 def test_the_host_compiler_and_vmm_probes_are_committed():
@@ -84,29 +144,68 @@ def test_raw_files_that_are_not_llama_bench_json_are_refused(tmp_path):
         probe_table.table_from_tar(empty, "ref90a")
 
 
+def _build_problem(heading: str, log_text: str) -> str | None:
+    """Whether the output is from the build its heading names, by llama.cpp's own system_info line:
+    the CPU lane has no CUDA backend, the CUDA lane is built without VMM, upstream's default with it."""
+    info = next((line for line in log_text.splitlines() if "system_info:" in line), "")
+    cuda, no_vmm = "CUDA :" in info, "NO_VMM = 1" in info
+    if "cpu lane" in heading.lower():
+        ok = bool(info) and not cuda
+    elif "cuda lane" in heading:
+        ok = cuda and no_vmm
+    elif "ref lane" in heading:
+        ok = cuda and not no_vmm
+    else:
+        return f"heading names no build: {heading!r}"
+    return None if ok else f"output under {heading!r} is not that build's (system_info: {info[:120]!r})"
+
+
 def kl_probe_problems(probe: pathlib.Path) -> list[str]:
-    """What in a KL probe's text its kept llama-perplexity outputs do not show."""
+    """What in a KL probe's text its kept llama-perplexity outputs do not show: each heading (a base
+    or a comparison) is followed by exactly one kept output, named <model>.<n>.log with n counting
+    from 1 in order, from the build the heading names, with the digest the line states; every figure
+    line after it is a line of that output. Only the file's last line may be a heading without an
+    output (a probe stopped there)."""
     logs_dir = probe.parent / "kl_logs"
-    problems, named, current = [], set(), None
-    for line in probe.read_text().splitlines():
+    model = probe.parent.name
+    problems: list[str] = []
+    lines = probe.read_text().splitlines()
+    heading, current, runs = None, None, 0
+    for i, line in enumerate(lines):
+        if line.startswith("#"):
+            if heading is not None:
+                problems.append(f"heading without its output: {heading!r}")
+            heading, current = line, None
+            continue
         if line.startswith("log: "):
-            _, name, label, digest = line.split(" ")
-            log = logs_dir / name
-            if label != "sha256" or pathlib.PurePath(name).name != name or not log.is_file():
-                problems.append(f"{line}: no such kept output")
+            fields = line.split(" ")
+            runs += 1
+            expected = f"{model}.{runs}.log"
+            if len(fields) != 4 or fields[1] != expected or fields[2] != "sha256":
+                problems.append(f"{line!r}: expected 'log: {expected} sha256 <digest>'")
                 current = None
                 continue
-            if hashlib.sha256(log.read_bytes()).hexdigest() != digest:
-                problems.append(f"{name}: sha256 is not the one {probe.name} names")
-            named.add(name)
-            current = set(log.read_text(errors="replace").splitlines())
-        elif line.startswith("#"):
-            current = None  # a heading: figures after it belong to the next named output
+            if heading is None:
+                problems.append(f"{expected}: no heading names the run")
+            log = logs_dir / expected
+            if not log.is_file():
+                problems.append(f"{expected}: no such kept output")
+                current = None
+                continue
+            if hashlib.sha256(log.read_bytes()).hexdigest() != fields[3]:
+                problems.append(f"{expected}: sha256 is not the one {probe.name} names")
+            text = log.read_text(errors="replace")
+            if heading is not None and (problem := _build_problem(heading.lstrip("# "), text)):
+                problems.append(f"{expected}: {problem}")
+            heading, current = None, set(text.splitlines())
         elif line and (current is None or line not in current):
             problems.append(f"figure line not in its output: {line!r}")
-    unnamed = sorted({p.name for p in logs_dir.glob("*.log")} - named)
-    if unnamed:
-        problems.append(f"kept outputs no line names: {unnamed}")
+    if heading is not None and heading != lines[-1]:
+        problems.append(f"heading without its output: {heading!r}")
+    kept = sorted(p.name for p in logs_dir.glob("*.log"))
+    named = sorted(f"{model}.{n}.log" for n in range(1, runs + 1))
+    if kept != named:
+        problems.append(f"kept outputs {kept} are not the ones named {named}")
     return problems
 
 
@@ -122,7 +221,7 @@ def test_kl_probes_are_committed_for_the_models_without_a_cuda_record():
 
 def test_a_kl_figure_not_in_its_output_or_a_swapped_output_is_found(tmp_path):
     probe = next(p for p in KL_PROBES if p.parent.name == "gemma-3-270m-q4_k_m")
-    copy = tmp_path / "m"
+    copy = tmp_path / probe.parent.name
     (copy / "kl_logs").mkdir(parents=True)
     for log in (probe.parent / "kl_logs").glob("*.log"):
         (copy / "kl_logs" / log.name).write_bytes(log.read_bytes())
@@ -135,7 +234,41 @@ def test_a_kl_figure_not_in_its_output_or_a_swapped_output_is_found(tmp_path):
     swapped.write_bytes(swapped.read_bytes() + b"\n")
     assert any("sha256 is not the one" in p for p in kl_probe_problems(copy / "kl_probe.txt"))
     (copy / "kl_logs" / "extra.log").write_text("x\n")
-    assert any("kept outputs no line names" in p for p in kl_probe_problems(copy / "kl_probe.txt"))
+    assert any("are not the ones named" in p for p in kl_probe_problems(copy / "kl_probe.txt"))
+
+
+def test_a_lane_output_relabelled_as_the_reference_is_found(tmp_path):
+    """"The reference gives the lane's figures" cannot be forged by naming the lane's output under
+    the reference's heading: the output's own system_info says which build ran."""
+    probe = next(p for p in KL_PROBES if p.parent.name == "gemma-3-270m-q4_k_m")
+    model = probe.parent.name
+    copy = tmp_path / model
+    (copy / "kl_logs").mkdir(parents=True)
+    logs = {p.name: p.read_bytes() for p in (probe.parent / "kl_logs").glob("*.log")}
+    lines = probe.read_text().splitlines()
+    ref_at = lines.index("## vs ref lane -fa auto") + 1
+    ref_name = lines[ref_at].split(" ")[1]
+    lane_name = lines[lines.index("## vs cuda lane -fa auto") + 1].split(" ")[1]
+    logs[ref_name] = logs[lane_name]  # the lane's output kept under the reference's number
+    lines[ref_at] = f"log: {ref_name} sha256 {hashlib.sha256(logs[lane_name]).hexdigest()}"
+    for name, data in logs.items():
+        (copy / "kl_logs" / name).write_bytes(data)
+    (copy / "kl_probe.txt").write_text("\n".join(lines) + "\n")
+    assert any("is not that build's" in p for p in kl_probe_problems(copy / "kl_probe.txt"))
+
+
+def test_a_heading_without_its_output_is_found_unless_the_probe_stopped_there(tmp_path):
+    probe = next(p for p in KL_PROBES if p.parent.name == "gemma-3-270m-q4_k_m")
+    copy = tmp_path / probe.parent.name
+    (copy / "kl_logs").mkdir(parents=True)
+    for log in (probe.parent / "kl_logs").glob("*.log"):
+        (copy / "kl_logs" / log.name).write_bytes(log.read_bytes())
+    lines = probe.read_text().splitlines()
+    (copy / "kl_probe.txt").write_text("\n".join(lines + ["## vs ref lane -fa off"]) + "\n")
+    assert kl_probe_problems(copy / "kl_probe.txt") == []  # stopped at its last heading
+    at = lines.index("## vs cuda lane -fa auto")
+    (copy / "kl_probe.txt").write_text("\n".join(lines[:at] + ["## vs cuda lane -fa off"] + lines[at:]) + "\n")
+    assert any("heading without its output" in p for p in kl_probe_problems(copy / "kl_probe.txt"))
 
 
 if __name__ == "__main__":

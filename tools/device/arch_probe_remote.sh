@@ -4,9 +4,10 @@
 # upstream's default is the host GPU's native sm_90). VARIANT=nofastmath: the same tree with
 # ggml-cuda's unconditional `-use_fast_math` taken out of its CUDA_FLAGS (nvcc then keeps IEEE
 # division, square root, denormals and the accurate expf/sinf/cosf instead of their fast intrinsics).
-# VARIANT=gcc12: the host's gcc-12/g++-12 as C, C++ and nvcc host compiler (the lane's is GCC 12.2,
-# the reference's the host's default). VARIANT=gcc12novmm: that and GGML_CUDA_NO_VMM=ON, the lane's
-# two known differences at once (lane / variant near 1: nothing else is left).
+# VARIANT=gcc12: the host's gcc-12/g++-12 as C and C++ compiler and asked for as nvcc's host compiler
+# (the lane's is GCC 12.2, the reference's the host's default; whether nvcc took it is what the
+# reference's CMake log says, `CUDA host compiler is ...`, which the probe's header repeats: on the
+# lent hosts it stayed GCC 13). VARIANT=gcc12novmm: that and GGML_CUDA_NO_VMM=ON (the lane has no VMM).
 # The upstream-default reference and the variant (bench_remote.sh build, REFERENCE_NAME/REFERENCE_EXTRA)
 # run beside the lane, rotated each round so that no build always runs first, with the bench's
 # llama-bench flags; the raw JSON and a table of per-build medians go to OUT.
@@ -35,7 +36,7 @@ nofastmath)
 gcc12 | gcc12novmm)
   command -v gcc-12 > /dev/null && command -v g++-12 > /dev/null \
     || { echo "arch_probe_remote.sh: VARIANT=$variant: no gcc-12/g++-12 on this host's PATH" >&2; exit 2; }
-  variant_entry="-DCMAKE_C_COMPILER=gcc-12 -DCMAKE_CXX_COMPILER=g++-12 -DCMAKE_CUDA_HOST_COMPILER=g++-12"
+  variant_entry="-DCMAKE_C_COMPILER=gcc-12 -DCMAKE_CXX_COMPILER=g++-12 -DCMAKE_CUDA_HOST_COMPILER=$(command -v g++-12)"
   [ "$variant" = gcc12 ] || variant_entry="$variant_entry -DGGML_CUDA_NO_VMM=ON"
   ;;
 *) echo "arch_probe_remote.sh: VARIANT=$variant: expected 90a, nofastmath, gcc12 or gcc12novmm" >&2; exit 2 ;;
@@ -75,6 +76,9 @@ work=$(mktemp -d /tmp/lanes-archprobe.XXXXXX)
 # shellcheck source=tools/device/remote_setup.sh
 source "$repo/tools/device/remote_setup.sh"
 lanes_remote_require_models arch_probe_remote.sh "$@" || exit 2
+if [ "${NO_LANE:-0}" = 1 ] && [ "${NO_REF:-0}" = 1 ]; then
+  echo "arch_probe_remote.sh run: NO_LANE=1 and NO_REF=1 leave only the variant: nothing to compare" >&2; exit 2
+fi
 builds=(lane ref "ref$variant")
 [ "${NO_REF:-0}" != 1 ] || builds=(lane "ref$variant")
 if [ "${NO_LANE:-0}" = 1 ]; then
@@ -87,8 +91,13 @@ declare -A dir=([lane]="$work/lanes/cuda" [ref]="$(lanes_remote_reference_dir cu
   ["ref$variant"]="$(lanes_remote_reference_dir cuda "$variant")/build")
 for b in "${builds[@]}"; do
   [ -x "${dir[$b]}/bin/llama-bench" ] || { echo "no llama-bench in ${dir[$b]}: arch_probe_remote.sh build first" >&2; exit 2; }
-  echo "# $b: $(grep -h -E "CMAKE_CUDA_ARCHITECTURES:|LANES_PROBE_VARIANT|CMAKE_CXX_COMPILER:|CMAKE_CUDA_HOST_COMPILER:|GGML_CUDA_NO_VMM:" "${dir[$b]}/CMakeCache.txt" 2>/dev/null | tr '\n' ' ' || echo 'the lane (90a)')"
+  echo "# $b: $(grep -h -E "CMAKE_CUDA_ARCHITECTURES:|LANES_PROBE_VARIANT|CMAKE_CXX_COMPILER:|CMAKE_CUDA_HOST_COMPILER:|GGML_CUDA_NO_VMM:" "${dir[$b]}/CMakeCache.txt" 2>/dev/null | tr '\n' ' ' || echo 'the lane (90a)')$(grep -h -o 'CUDA host compiler is .*' "${dir[$b]}/../reference_build.txt" 2>/dev/null | head -n 1)"
 done | tee "$out/${variant}_probe.txt"
+# What the header is read from travels with it: each reference's whole build log, and the GPU.
+for b in "${builds[@]}"; do
+  [ "$b" = lane ] || cp "${dir[$b]}/../reference_build.txt" "$out/${variant}_probe.$b.reference_build.txt"
+done
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.memory --format=csv > "$out/${variant}_probe.gpu.txt"
 mkdir -p "$work/raw"
 n=${#builds[@]}
 for ((round = 0; round < rounds; round++)); do
