@@ -6,7 +6,10 @@ while nothing said why. So preflight samples the tasks (threads) in state R, run
 a CPU, from /proc/<pid>/task/<tid>/stat a few times over about a second, leaving out the runner's own
 process tree (the runner and every descendant: its own children are this run), and reads
 /proc/loadavg and the CPU count. A sleeping task (S, D, I, ...) is not counted; D (uninterruptible)
-is load average's business, not a CPU's.
+is load average's business, not a CPU's. Kernel threads (PF_KTHREAD in the stat flags, which no
+process can set for itself) are sampled and named apart but not judged: khugepaged or a kworker
+runnable for a second is the host's own housekeeping, which no operator can stop, and it only ever
+makes the lane look slower.
 
 The judged figure is the median of the samples (a task that runs for a moment is not a busy host; a
 CPU burner is runnable in every sample). The load average is recorded and named in the message but
@@ -39,7 +42,9 @@ MAX_NAMED = 8                # runnable tasks named in the message and the log
 SAMPLES = 5
 INTERVAL_S = 0.25
 
-_STAT_TAIL = re.compile(r"\s*(\S)\s+(-?\d+)\s")  # after comm's closing paren: state, ppid
+# After comm's closing paren: state, ppid, then pgrp, session, tty_nr, tpgid and flags.
+_STAT_TAIL = re.compile(r"\s*(\S)\s+(-?\d+)\s(?:\s*-?\d+\s+-?\d+\s+-?\d+\s+-?\d+\s+(\d+)\s)?")
+PF_KTHREAD = 0x00200000  # include/linux/sched.h
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+:@=/-]")
 
 
@@ -54,6 +59,11 @@ class TaskStat:
     comm: str
     state: str
     ppid: int
+    flags: int = 0
+
+    @property
+    def kernel_thread(self) -> bool:
+        return bool(self.flags & PF_KTHREAD)
 
 
 def parse_stat(text: str) -> TaskStat | None:
@@ -70,7 +80,7 @@ def parse_stat(text: str) -> TaskStat | None:
         return None
     if m is None or pid <= 0:
         return None
-    return TaskStat(pid=pid, comm=rest[:close], state=m.group(1), ppid=int(m.group(2)))
+    return TaskStat(pid=pid, comm=rest[:close], state=m.group(1), ppid=int(m.group(2)), flags=int(m.group(3) or 0))
 
 
 class ProcFS:
@@ -145,6 +155,7 @@ def injected() -> bool:
 class Sample:
     runnable: list[tuple[int, str]]  # (tid, comm) of each runnable task besides the run's own
     malformed: int = 0               # stat files that did not parse (vanished ones are not counted)
+    kernel: list[tuple[int, str]] = dataclasses.field(default_factory=list)  # runnable kernel threads
 
 
 def own_tree(parents: dict[int, int], root_pid: int) -> set[int]:
@@ -176,8 +187,13 @@ def sample(proc: ProcFS, own_pid: int) -> Sample:
         stats[pid] = st
     mine = own_tree({pid: st.ppid for pid, st in stats.items()}, own_pid)
     runnable: list[tuple[int, str]] = []
+    kernel: list[tuple[int, str]] = []
     for pid, st in sorted(stats.items()):
         if pid in mine:
+            continue
+        if st.kernel_thread:
+            if st.state == "R":
+                kernel.append((pid, st.comm))
             continue
         tids = proc.tasks(pid)
         if not tids:  # no task/ directory readable: the process's main thread stands for it
@@ -193,7 +209,7 @@ def sample(proc: ProcFS, own_pid: int) -> Sample:
                 malformed += 1
             elif task.state == "R":
                 runnable.append((tid, task.comm))
-    return Sample(runnable=runnable, malformed=malformed)
+    return Sample(runnable=runnable, malformed=malformed, kernel=kernel)
 
 
 def parse_loadavg(text: str | None) -> tuple[float, float, float] | None:
@@ -215,6 +231,8 @@ class HostLoad:
     loadavg: tuple[float, float, float] | None
     named: list[tuple[int, str]]             # some runnable tasks of the busiest sample (tid, safe comm)
     malformed: int = 0
+    kernel_samples: list[int] = dataclasses.field(default_factory=list)  # runnable kernel threads, not judged
+    kernel_named: list[tuple[int, str]] = dataclasses.field(default_factory=list)
 
     @property
     def runnable_others(self) -> int:
@@ -227,19 +245,25 @@ def measure(proc: ProcFS | None = None, own_pid: int | None = None, samples: int
     proc = proc or reader()
     own_pid = os.getpid() if own_pid is None else own_pid
     counts: list[int] = []
+    kernel_counts: list[int] = []
     busiest: Sample | None = None
+    kernel_busiest: Sample | None = None
     malformed = 0
     for i in range(samples):
         if i:
             sleep(interval_s)
         s = sample(proc, own_pid)
         counts.append(len(s.runnable))
+        kernel_counts.append(len(s.kernel))
         malformed += s.malformed
         if busiest is None or len(s.runnable) > len(busiest.runnable):
             busiest = s
+        if kernel_busiest is None or len(s.kernel) > len(kernel_busiest.kernel):
+            kernel_busiest = s
     named = [(tid, safe_comm(comm)) for tid, comm in (busiest.runnable if busiest else [])[:MAX_NAMED]]
+    kernel_named = [(tid, safe_comm(comm)) for tid, comm in (kernel_busiest.kernel if kernel_busiest else [])[:MAX_NAMED]]
     return HostLoad(samples=counts, cpu_count=proc.cpu_count(), loadavg=parse_loadavg(proc.loadavg()),
-                    named=named, malformed=malformed)
+                    named=named, malformed=malformed, kernel_samples=kernel_counts, kernel_named=kernel_named)
 
 
 def limit(cpu_count: int, max_runnable_per_cpu: float) -> int:

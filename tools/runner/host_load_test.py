@@ -22,8 +22,8 @@ from tools.runner.steps import ProcessTracker, Step
 RUNNER = 1000  # the fake tree's runner pid
 
 
-def stat_line(pid: int, comm: str, state: str, ppid: int) -> str:
-    return f"{pid} ({comm}) {state} {ppid} {pid} {pid} 0 -1 4194304 1 0 0 0 5 3 0 0 20 0 1 0 100 1000 10\n"
+def stat_line(pid: int, comm: str, state: str, ppid: int, flags: int = 4194304) -> str:
+    return f"{pid} ({comm}) {state} {ppid} {pid} {pid} 0 -1 {flags} 1 0 0 0 5 3 0 0 20 0 1 0 100 1000 10\n"
 
 
 def fake_proc(root: pathlib.Path, procs: dict[int, tuple[str, str, int, dict[int, str]]],
@@ -108,13 +108,33 @@ def test_malformed_and_hostile_proc_entries_are_skipped(tmp_path):
     (root / "4003" / "stat").write_bytes(b"4003 (big) R 1 " + b"9" * (1 << 20))  # read up to 4 KiB: parses
     (root / "4004").mkdir()                                                       # vanished: no stat
     (root / "notapid").mkdir()
-    assert host_load.parse_stat(hostile) == host_load.TaskStat(4000, "a) R 1 (x\nhost load: 0", "R", 1)
+    assert host_load.parse_stat(hostile) == host_load.TaskStat(4000, "a) R 1 (x\nhost load: 0", "R", 1, 4194304)
     assert host_load.parse_stat("") is None and host_load.parse_stat("x (y) R 1") is None
     load = measure(root)
     assert load.samples == [2] * host_load.SAMPLES and load.loadavg is None
     assert load.malformed == 2 * host_load.SAMPLES  # 4001 and 4002
     assert load.named == [(4000, "a??R?1??x?host?load:?0"), (4003, "big")]  # one token each on a log line
     assert "load average unreadable" in host_load.busy_reason(1, 2, 0.25, None, load.named)
+
+
+def test_kernel_threads_are_named_apart_and_not_judged(tmp_path):
+    """khugepaged runnable in every sample (seen failing a CI run on a 2-CPU host) is the host's own
+    housekeeping: named, not counted. PF_KTHREAD decides, not the parent: a user process whose
+    parent is pid 2 (a container's second process) still counts."""
+    kthread = 0x00200000 | 0x40
+    root = fake_proc(tmp_path / "proc", IDLE)
+    for pid, comm, ppid, flags in [(2, "kthreadd", 0, kthread), (40, "khugepaged", 2, kthread),
+                                   (302, "kworker/1:2-mm_percpu_wq", 2, kthread), (5000, "burn", 2, 4194304)]:
+        (root / str(pid) / "task" / str(pid)).mkdir(parents=True)
+        for stat in (root / str(pid) / "stat", root / str(pid) / "task" / str(pid) / "stat"):
+            stat.write_text(stat_line(pid, comm, "S" if pid == 2 else "R", ppid, flags))
+    load = measure(root)
+    assert load.samples == [1] * host_load.SAMPLES and load.named == [(5000, "burn")]
+    assert load.kernel_samples == [2] * host_load.SAMPLES
+    assert load.kernel_named == [(40, "khugepaged"), (302, "kworker/1:2-mm_percpu_wq")]
+    (root / "5000" / "stat").write_text(stat_line(5000, "burn", "S", 2))
+    (root / "5000" / "task" / "5000" / "stat").write_text(stat_line(5000, "burn", "S", 2))
+    assert measure(root).runnable_others == 0
 
 
 def test_own_tree_follows_descendants_and_survives_cycles():

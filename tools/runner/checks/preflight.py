@@ -135,6 +135,7 @@ def check_host_load(ctx: RunContext, step: Step) -> None:
     step.config("host_cpu_count", load.cpu_count)
     step.config("host_loadavg", "" if load.loadavg is None else " ".join(f"{v:.2f}" for v in load.loadavg))
     step.config("host_max_runnable_per_cpu", f"{cfg.host_max_runnable_per_cpu:g}")
+    step.config("host_kernel_runnable_samples", ",".join(str(n) for n in load.kernel_samples))
     if host_load.injected():  # a test's fake /proc: said in the log, never mistaken for this host's
         step.log(f"host load: read from a test's /proc tree ({host_load.reader().root}), not this host's")
     named = ", ".join(f"pid {t} {c}" for t, c in load.named) or "none"
@@ -142,6 +143,9 @@ def check_host_load(ctx: RunContext, step: Step) -> None:
              f"limit {allowed} on {load.cpu_count} CPUs); load average "
              f"{' '.join(f'{v:.2f}' for v in load.loadavg) if load.loadavg else 'unreadable'}; runnable: {named}"
              + (f"; {load.malformed} malformed /proc stat entries skipped" if load.malformed else ""))
+    kernel = ", ".join(f"pid {t} {c}" for t, c in load.kernel_named) or "none"
+    step.log(f"host load: runnable kernel threads per sample {load.kernel_samples}, not counted (the host's own "
+             f"housekeeping): {kernel}")
     _host_load_figures(step.result.counts, step.result.metrics, load.samples, load.cpu_count, load.loadavg)
     busy = host_load.busy_reason(load.runnable_others, load.cpu_count, cfg.host_max_runnable_per_cpu,
                                  load.loadavg, load.named)
