@@ -422,8 +422,8 @@ LANES = {
             # 90a: Hopper (H100/H200) with its arch-specific instructions. Portable default for
             # other fleets: "75-virtual;80-virtual;86-real;89-real;90-real" (PTX JIT covers newer).
             "CMAKE_CUDA_ARCHITECTURES": "90a",
-            # The pinned toolkit carries no libcuda stub; VMM off is what gets certified.
-            "GGML_CUDA_NO_VMM": "ON",
+            # VMM on, upstream's default: ggml-cuda links the driver API through the toolkit's
+            # libcuda link stub (toolchains/cuda/libcuda_stub.c); the host's driver serves it.
         }),
         log_evidence = [
             "ggml_cuda_init: found [1-9][0-9]* CUDA devices",
@@ -431,7 +431,7 @@ LANES = {
             "load_tensors: +CUDA0 model buffer size",
             "llama_kv_cache: +CUDA0 KV buffer size",
         ],
-        notes = "CUDA 13.0, arch 90a, VMM off",
+        notes = "CUDA 13.0, arch 90a, VMM on",
         rpc = True,
     ),
     "linux-aarch64-cuda": _lane(

@@ -130,9 +130,13 @@ def _build(_sdk):
             # upstream reference's too; the llama stage compiles no CUDA and leaves it unused).
             "CMAKE_CUDA_COMPILER_LAUNCHER": "$EXT_BUILD_ROOT/toolchains/cuda/nvcc_reproducible.sh",
             # libggml-cuda's cudart/cuBLAS are found at link time here, at run time via RUNPATH
-            # or the host's CUDA install (the runner records which were loaded).
-            "CMAKE_EXE_LINKER_FLAGS": "-Wl,-rpath-link," + root + "/lib",
-            "CMAKE_SHARED_LINKER_FLAGS": "-Wl,-rpath-link," + root + "/lib",
+            # or the host's CUDA install (the runner records which were loaded); libcuda.so.1 at
+            # link time is the toolkit's stub, at run time the host driver's.
+            "CMAKE_EXE_LINKER_FLAGS": "-Wl,-rpath-link," + root + "/lib -Wl,-rpath-link," + root + "/lib64/stubs",
+            "CMAKE_SHARED_LINKER_FLAGS": "-Wl,-rpath-link," + root + "/lib -Wl,-rpath-link," + root + "/lib64/stubs",
+            # ggml-cuda's VMM pool links the driver API (CUDA::cuda_driver): the toolkit's stub,
+            # named, so that no libcuda.so of the build host is ever picked up instead.
+            "CUDA_cuda_driver_LIBRARY": root + "/lib64/stubs/libcuda.so",
         },
         "build_data": ["@cuda_toolkit//:toolkit", "@//toolchains/cuda:nvcc_reproducible.sh"],
     }

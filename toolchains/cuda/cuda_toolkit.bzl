@@ -9,6 +9,45 @@ only when that lane is built.
 
 load("//toolchains/cuda:cuda_detect.bzl", "cuda_mode")
 
+def _libcuda_stub(rctx):
+    """Compiles lib/stubs/libcuda.so (SONAME libcuda.so.1), where a toolkit installer puts it.
+
+    The wheels carry no driver library, and ggml-cuda's VMM pool links the driver API. The host's C
+    compiler (the lanes' own) builds it against the pinned cuda.h; it is a link input only.
+
+    Args:
+      rctx: the repository context.
+
+    Returns:
+      The stub's path under the toolkit root.
+    """
+    cc = rctx.which("cc") or rctx.which("gcc")
+    if not cc:
+        fail("cuda_toolkit: no C compiler (cc or gcc on PATH) to build the libcuda link stub; install gcc")
+    rctx.execute(["mkdir", "-p", "toolkit/lib/stubs"])
+    res = rctx.execute([
+        str(cc),
+        "-shared",
+        "-fPIC",
+        "-O2",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-Itoolkit/include",
+        "-Wl,-soname,libcuda.so.1",
+        "-o",
+        "toolkit/lib/stubs/libcuda.so",
+        str(rctx.path(rctx.attr._libcuda_stub_source)),
+    ], timeout = 300)
+    if res.return_code != 0:
+        fail("cuda_toolkit: building the libcuda link stub with {} failed:\n{}{}".format(cc, res.stdout, res.stderr))
+
+    # The linker follows libggml-cuda's NEEDED libcuda.so.1 through -rpath-link when it links the tools.
+    res = rctx.execute(["ln", "-s", "libcuda.so", "toolkit/lib/stubs/libcuda.so.1"])  # relative, as the toolkit's other links
+    if res.return_code != 0:
+        fail("cuda_toolkit: linking libcuda.so.1 to the stub failed: " + res.stderr)
+    return "lib/stubs/libcuda.so"
+
 def _impl(rctx):
     mode, error = cuda_mode(rctx)
     if error:
@@ -61,7 +100,8 @@ def _impl(rctx):
         if res.return_code != 0:
             fail("cuda_toolkit: " + res.stdout + res.stderr)
         rctx.delete("wheels")
-        rctx.file("toolkit_info.json", struct(mode = "hermetic", lock = rctx.read(lock)).to_json())
+        stub = _libcuda_stub(rctx)
+        rctx.file("toolkit_info.json", struct(mode = "hermetic", lock = rctx.read(lock), libcuda_stub = stub).to_json())
     rctx.template("BUILD.bazel", rctx.attr._build_template)
     rctx.file("WORKSPACE", 'workspace(name = "{}")\n'.format(rctx.name))
 
@@ -71,9 +111,10 @@ cuda_toolkit = repository_rule(
         "lock_file": attr.label(default = "//toolchains/cuda:cuda_wheels_lock.txt", allow_single_file = True),
         "_assembler": attr.label(default = "//toolchains/cuda:assemble_toolkit.py", allow_single_file = True),
         "_build_template": attr.label(default = "//toolchains/cuda:BUILD.cuda_toolkit.bazel.tpl", allow_single_file = True),
+        "_libcuda_stub_source": attr.label(default = "//toolchains/cuda:libcuda_stub.c", allow_single_file = True),
     },
     # Only the mode: in hermetic mode nothing on the host matters (a PATH change must not re-fetch
-    # ~500 MB of wheels); in local mode reading @lane_sdks's result carries every change. (A label
+    # ~500 MB of wheels; the host's cc builds only the link stub, whose code no lane ships); in local mode reading @lane_sdks's result carries every change. (A label
     # attribute would be resolved in hermetic mode too, so the label is built in _impl instead.)
     environ = ["LANES_CUDA_MODE"],
 )
