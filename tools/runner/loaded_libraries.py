@@ -205,9 +205,12 @@ def parse_loader_list(text: str) -> list[tuple[str, str | None]]:
     return out
 
 
-def classify(resolved: str, own: dict[str, str], allowed_roots: list[str] | tuple[str, ...]) -> str:
+def classify(resolved: str, own: dict[str, str], allowed_roots: list[str] | tuple[str, ...],
+             system_files: set[str] | frozenset[str] = frozenset()) -> str:
     """`lane:<relative path>` for a lane file (by real path: Bazel's runfiles are links), `system:`
-    or `sdk:` + the real path under those roots, else `foreign:` + the real path."""
+    or `sdk:` + the real path under those roots, `cache:` + the real path of a root-controlled file
+    the system loader's cache lists (`system_files`, loader_cache_files(): the GPU driver's libcuda
+    where a container mounts it), else `foreign:` + the real path."""
     real = _real(resolved)
     if real in own:
         return "lane:" + own[real]
@@ -216,6 +219,8 @@ def classify(resolved: str, own: dict[str, str], allowed_roots: list[str] | tupl
         return "system:" + real
     if allowed_roots and _under(real, [_real(r) for r in allowed_roots]):
         return "sdk:" + real
+    if real in system_files:
+        return "cache:" + real
     return "foreign:" + real
 
 
@@ -224,9 +229,11 @@ RESOLUTION_LINE = re.compile(r"^resolves (?P<file>\S+) (?P<name>\S+) => (?P<wher
 
 
 def resolution_problems(lines: list[tuple[str, str, str]], lane_files_listed: set[str],
-                        allowed_roots: list[str]) -> list[str]:
+                        allowed_roots: list[str], cache_files: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Why the logged resolutions (file, needed name, classification) are not all the lane's own
-    files, the system's or the SDK's: re-derived from the classification's real path, not its label."""
+    files, the system's, the SDK's or the loader cache's (`cache_files`: the root-controlled files the
+    run found in it, as its step config lists them): re-derived from the classification's real path,
+    not its label."""
     out = []
     for file, name, where in lines:
         kind, _, path = where.partition(":")
@@ -235,6 +242,8 @@ def resolution_problems(lines: list[tuple[str, str, str]], lane_files_listed: se
         if kind == "system" and _under(path, list(SYSTEM_LIBRARY_ROOTS) + [_real(r) for r in SYSTEM_LIBRARY_ROOTS]):
             continue
         if kind == "sdk" and allowed_roots and _under(path, allowed_roots):
+            continue
+        if kind == "cache" and path in cache_files:
             continue
         if kind == "missing":
             out.append(f"{file}: {name} is not found by the loader")

@@ -199,6 +199,25 @@ def test_a_lane_library_through_origin_is_the_lanes_and_a_planted_one_is_refused
         [("bin/tool", "libplanted.so", "lane:lib/other.so")], {"bin/tool"}, []) != []
 
 
+def test_a_library_from_the_loader_cache_passes_only_where_the_run_listed_it(tmp_path):
+    """The GPU driver's libcuda.so.1 resolves from where a container mounts it (listed in the
+    system loader's cache): `cache:` where the run's cache files name it, refused elsewhere."""
+    planted = tmp_path / "nvidia" / "lib64"
+    exe = fake_lane.build_linked_elf(tmp_path, tmp_path / "lane" / "bin" / "tool", planted, str(planted))
+    loader = loaded_libraries.elf_interpreter(exe)
+    real = loaded_libraries._real(planted / "libplanted.so")
+    lines = [("bin/tool", n, loaded_libraries.classify(p, {}, [], {real})) for n, p in _listed(loader, exe)]
+    assert ("bin/tool", "libplanted.so", "cache:" + real) in lines
+    assert loaded_libraries.resolution_problems(lines, {"bin/tool"}, [], {real}) == []
+    # The same resolution where the run's cache did not list it, or a cache label on another path.
+    assert loaded_libraries.resolution_problems(lines, {"bin/tool"}, [], set()) == [
+        f"bin/tool: libplanted.so resolves to {real} (outside the lane, the system and the SDK)"]
+    assert loaded_libraries.resolution_problems(
+        [("bin/tool", "libplanted.so", "cache:/tmp/elsewhere/libplanted.so")], {"bin/tool"}, [], {real}) != []
+    # Without the cache the same file is foreign.
+    assert loaded_libraries.classify(str(planted / "libplanted.so"), {}, []) == "foreign:" + real
+
+
 def test_not_found_and_unreadable_loader_lines_are_refused():
     text = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibx.so => not found\n\t/lib64/ld-linux-x86-64.so.2 (0x7f00)\n"
     assert loaded_libraries.parse_loader_list(text) == [("libx.so", None),

@@ -139,7 +139,8 @@ def resolution_problems(logs_dir: pathlib.Path, config: dict[str, str], lane_pat
     out = [f"{f}: the loader's resolutions were not recorded" for f in elf_files if f not in listed]
     out += [f"loader listing: {p}" for p in config.get("loader_errors", "").split(";") if p]
     roots = [r for r in config.get("sdk_roots", "").split(",") if r]
-    return out + loaded_libraries.resolution_problems(resolutions, lane_paths, roots)
+    cache = {f for f in config.get("loader_cache_files", "").split(",") if f}
+    return out + loaded_libraries.resolution_problems(resolutions, lane_paths, roots, cache)
 
 
 def record_resolutions(ctx: RunContext, step: Step) -> None:
@@ -152,6 +153,11 @@ def record_resolutions(ctx: RunContext, step: Step) -> None:
     files = [p for p in lane_files.files(lane_dir) if loaded_libraries.is_elf(p)]
     own = {loaded_libraries._real(p): str(p.relative_to(lane_dir)) for p in lane_files.files(lane_dir)}
     roots = [loaded_libraries._real(r) for r in loaded_libraries.sdk_roots(ctx.lane.is_accelerator)]
+    # The GPU driver's libraries (libcuda.so.1, which ggml-cuda's VMM pool links) come from the host:
+    # accepted where the system loader's cache names a root-controlled file, as llama-server's mapped
+    # libraries are; each one used is listed in the step config for the audit.
+    cache = loaded_libraries.loader_cache_files()
+    cache_used: set[str] = set()
     errors: list[str] = []
     interpreters: dict[pathlib.Path, str | None] = {}
     for p in files:
@@ -184,7 +190,9 @@ def record_resolutions(ctx: RunContext, step: Step) -> None:
             errors.append(f"{rel}: {err}")
             return
         for name, path in resolved:
-            where = "missing:" if path is None else loaded_libraries.classify(path, own, roots)
+            where = "missing:" if path is None else loaded_libraries.classify(path, own, roots, cache)
+            if where.startswith("cache:"):
+                cache_used.add(where.removeprefix("cache:"))
             if where.startswith("lane:lib/") and p in executables:
                 loaded_by_executables.add(path)
             step.log(f"resolves {rel} {name} => {where}")
@@ -198,6 +206,7 @@ def record_resolutions(ctx: RunContext, step: Step) -> None:
     for p in shared if loader else []:
         listing(p, preload)
     step.config("loader_errors", ";".join(e.replace(";", ",") for e in errors))
+    step.config("loader_cache_files", ",".join(sorted(cache_used)))
 
 
 def run_artifact_integrity(ctx: RunContext, step: Step, report: rpb.RunnerReport) -> tuple[int, str]:
