@@ -17,11 +17,14 @@ trap 'rm -rf "$work"' EXIT
 tar -xJf "$lane_tar" -C "$work"
 alias=$(cd "$work" && ls ./*.evidence.pb | sed 's#^\./##; s#\.evidence\.pb$##')
 [ "$(echo "$alias" | wc -l)" = 1 ] || { echo "rebind_lane_tar: $lane_tar holds not one lane" >&2; exit 2; }
-python3 - "$work" "$alias" "$run_dir/build_evidence.json" <<'PY'
-import hashlib
+# The JSON twin, not the .pb: this host's python3 has no protobuf (as lane_tar.sh reads the manifest).
+PYTHONPATH="$(cd "$(dirname "$0")/../.." && pwd)" python3 - "$work" "$alias" "$run_dir/build_evidence.json" <<'PY'
 import json
+import os
 import pathlib
 import sys
+
+from tools.core.digest import sha256_file
 
 root, alias, evidence_path = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 listed = {a["path"]: (a["sha256"], int(a["size"])) for a in json.load(open(evidence_path))["artifacts"]}
@@ -30,8 +33,7 @@ found = {str(p.relative_to(lane_dir)): p for p in lane_dir.rglob("*") if p.is_fi
 problems = [f"{path}: in the tarball, not in {evidence_path}" for path in sorted(set(found) - set(listed))]
 problems += [f"{path}: listed in {evidence_path}, not in the tarball" for path in sorted(set(listed) - set(found))]
 for path in sorted(set(found) & set(listed)):
-    data = found[path].read_bytes()
-    if (hashlib.sha256(data).hexdigest(), len(data)) != listed[path]:
+    if (sha256_file(found[path]), os.path.getsize(found[path])) != listed[path]:
         problems.append(f"{path}: not the bytes {evidence_path} lists")
 if problems:
     sys.exit("rebind_lane_tar: refused:\n  " + "\n  ".join(problems))
