@@ -47,11 +47,21 @@ def _members(archive: pathlib.Path) -> dict[str, bytes]:
         return {pathlib.PurePosixPath(m.name).name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
-def raw_identity_problems(files: dict[str, bytes]) -> list[str]:
+def lane_vmm(path: pathlib.Path) -> str:
+    """Whether the probe's lane was built with VMM, as its '# lane:' header states from the lane's
+    libggml-cuda (arch_probe_remote.sh); a header that states nothing is of a lane built without, and
+    a probe of the references alone has no such line."""
+    lines = [line for line in path.read_text().splitlines() if line.startswith("# lane:")]
+    assert len(lines) <= 1, f"{path}: expected at most one '# lane:' header line, found {len(lines)}"
+    return "yes" if lines and "VMM on:" in lines[0] else "no"
+
+
+def raw_identity_problems(files: dict[str, bytes], lane_vmm_state: str = "no") -> list[str]:
     """Whether each raw file is from the build and model its name says, by llama-bench's own output:
     the lane states the pin's commit, a reference built from the source archive states none
-    ('unknown'); ggml-cuda prints whether VMM is on (the lane and a *novmm reference: no); the model
-    file is the one named; and every build ran as many rounds of each model as the others."""
+    ('unknown'); ggml-cuda prints whether VMM is on (the lane: as its header says; a *novmm
+    reference: no; any other reference: yes); the model file is the one named; and every build ran
+    as many rounds of each model as the others."""
     problems, rounds = [], collections.Counter()
     for name, data in sorted(files.items()):
         if not name.endswith(".json"):
@@ -67,7 +77,7 @@ def raw_identity_problems(files: dict[str, bytes]) -> list[str]:
                 problems.append(f"{name}: build_commit {commit!r} is not {build}'s")
             if pathlib.PurePath(row.get("model_filename", "")).name != model + ".gguf":
                 problems.append(f"{name}: model {row.get('model_filename')!r} is not {model}.gguf")
-        vmm = "no" if build == "lane" or "novmm" in build else "yes"
+        vmm = lane_vmm_state if build == "lane" else "no" if "novmm" in build else "yes"
         log = files.get(name + ".log", b"").decode(errors="replace")
         if f"VMM: {vmm}," not in log:
             problems.append(f"{name}.log: expected ggml-cuda to report 'VMM: {vmm}' for {build}")
@@ -84,13 +94,15 @@ def test_probe_table_is_recomputed_from_its_raw_json(path):
     raw = _raw_archive(path)
     assert raw.is_file(), f"{path}: its raw llama-bench JSON {raw.name} is not committed"
     assert probe_table.table_from_tar(raw, variant) == committed
-    assert raw_identity_problems(_members(raw)) == []
+    assert raw_identity_problems(_members(raw), lane_vmm(path)) == []
 
 
 def test_a_raw_file_of_another_build_or_a_failed_round_is_found():
     path = next(p for p in PROBE_TABLES if p.name.startswith("gcc12novmm_probe."))
     files = _members(_raw_archive(path))
     assert raw_identity_problems(files) == []
+    # This lane was built without VMM: a header claiming VMM on for it is refused by its own log.
+    assert any("'VMM: yes' for lane" in p for p in raw_identity_problems(files, "yes"))
     ref = next(n for n in sorted(files) if ".refgcc12novmm." in n and n.endswith(".json"))
     swapped = dict(files)
     lane = ref.replace(".refgcc12novmm.", ".lane.")

@@ -10,7 +10,8 @@
 # lent hosts it stayed GCC 13). VARIANT=gcc12novmm: that and GGML_CUDA_NO_VMM=ON (the lane has no VMM).
 # The upstream-default reference and the variant (bench_remote.sh build, REFERENCE_NAME/REFERENCE_EXTRA)
 # run beside the lane, rotated each round so that no build always runs first, with the bench's
-# llama-bench flags; the raw JSON and a table of per-build medians go to OUT.
+# llama-bench flags (REPS=n: -r n, default 3); the raw JSON and a table of per-build medians go to
+# OUT. The lane's header line states whether its libggml-cuda links the driver API (VMM on).
 #   [VARIANT=...] [NO_REF=1] arch_probe_remote.sh build CARRY SRC_DIR
 #                                                       both references, in parallel (NO_REF=1: the
 #                                                       variant only, e.g. for kl_probe_remote.sh)
@@ -24,6 +25,11 @@ mode=$1 carry=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 variant=${VARIANT:-90a}
+reps=${REPS:-3}
+case "$reps" in '' | *[!0-9]* | 0) echo "arch_probe_remote.sh: REPS=$reps: expected a positive count" >&2; exit 2 ;; esac
+# shellcheck source=tools/device/remote_setup.sh
+source "$repo/tools/device/remote_setup.sh"
+lanes_reference_log() { echo "$(lanes_remote_reference_dir cuda "$1")/reference_build.txt"; }
 variant_src=$src
 case "$variant" in
 90a) variant_entry="-DCMAKE_CUDA_ARCHITECTURES=90a" ;;
@@ -63,6 +69,17 @@ build)
     "$variant_src" > "/tmp/lanes-stash/arch-ref$variant.txt" 2>&1
   status=$?
   [ -z "$ref_pid" ] || wait "$ref_pid" || status=1
+  case "$variant" in
+  gcc12 | gcc12novmm)
+    # The variant is only the lane's compiler if nvcc compiled the .cu files' host code with it too:
+    # ggml-cuda's CMake asks nvcc (with -ccbin CMAKE_CUDA_HOST_COMPILER) which host compiler it runs.
+    grep -q "CUDA host compiler is GNU 12\." "$(lanes_reference_log "$variant")" || {
+      echo "arch_probe_remote.sh: VARIANT=$variant: nvcc's host compiler is not GCC 12:" \
+        "$(grep -h -o 'CUDA host compiler is .*' "$(lanes_reference_log "$variant")" | head -n 1)" >&2
+      status=1
+    }
+    ;;
+  esac
   tail -n 4 "/tmp/lanes-stash/arch-ref$variant.txt"
   [ -z "$ref_pid" ] || tail -n 4 /tmp/lanes-stash/arch-ref.txt
   exit "$status"
@@ -73,8 +90,6 @@ esac
 out=$4 rounds=$5; shift 5
 mkdir -p "$out"
 work=$(mktemp -d /tmp/lanes-archprobe.XXXXXX)
-# shellcheck source=tools/device/remote_setup.sh
-source "$repo/tools/device/remote_setup.sh"
 lanes_remote_require_models arch_probe_remote.sh "$@" || exit 2
 if [ "${NO_LANE:-0}" = 1 ] && [ "${NO_REF:-0}" = 1 ]; then
   echo "arch_probe_remote.sh run: NO_LANE=1 and NO_REF=1 leave only the variant: nothing to compare" >&2; exit 2
@@ -87,11 +102,18 @@ else
   lanes_remote_unpack "$carry" cuda || exit 2
   lanes_remote_cuda_libs "$work/lanes/cuda"
 fi
+lane_vmm() {  # $1: the lane's directory. VMM is on where libggml-cuda links the driver API.
+  if readelf -d "$1/lib/libggml-cuda.so.0" 2> /dev/null | grep -q "NEEDED.*\[libcuda\.so\.1\]"; then
+    echo "VMM on: libggml-cuda NEEDED libcuda.so.1"
+  else
+    echo "VMM off: libggml-cuda does not link libcuda"
+  fi
+}
 declare -A dir=([lane]="$work/lanes/cuda" [ref]="$(lanes_remote_reference_dir cuda)/build"
   ["ref$variant"]="$(lanes_remote_reference_dir cuda "$variant")/build")
 for b in "${builds[@]}"; do
   [ -x "${dir[$b]}/bin/llama-bench" ] || { echo "no llama-bench in ${dir[$b]}: arch_probe_remote.sh build first" >&2; exit 2; }
-  echo "# $b: $(grep -h -E "CMAKE_CUDA_ARCHITECTURES:|LANES_PROBE_VARIANT|CMAKE_CXX_COMPILER:|CMAKE_CUDA_HOST_COMPILER:|GGML_CUDA_NO_VMM:" "${dir[$b]}/CMakeCache.txt" 2>/dev/null | tr '\n' ' ' || echo 'the lane (90a)')$(grep -h -o 'CUDA host compiler is .*' "${dir[$b]}/../reference_build.txt" 2>/dev/null | head -n 1)"
+  echo "# $b: $(grep -h -E "CMAKE_CUDA_ARCHITECTURES:|LANES_PROBE_VARIANT|CMAKE_CXX_COMPILER:|CMAKE_CUDA_HOST_COMPILER:|GGML_CUDA_NO_VMM:" "${dir[$b]}/CMakeCache.txt" 2>/dev/null | tr '\n' ' ' || echo "the lane (90a, $(lane_vmm "${dir[$b]}"))")$(grep -h -o 'CUDA host compiler is .*' "${dir[$b]}/../reference_build.txt" 2>/dev/null | head -n 1)"
 done | tee "$out/${variant}_probe.txt"
 # What the header is read from travels with it: each reference's whole build log, and the GPU.
 for b in "${builds[@]}"; do
@@ -105,7 +127,7 @@ for ((round = 0; round < rounds; round++)); do
     for ((k = 0; k < n; k++)); do
       b=${builds[$(((round + k) % n))]}
       raw="$work/raw/$(basename "$model" .gguf).$b.$round.json"
-      "${dir[$b]}/bin/llama-bench" -m "$model" -p 512 -n 128 -r 3 -t "$(nproc)" -ngl 99 -o json > "$raw" 2> "$raw.log" \
+      "${dir[$b]}/bin/llama-bench" -m "$model" -p 512 -n 128 -r "$reps" -t "$(nproc)" -ngl 99 -o json > "$raw" 2> "$raw.log" \
         || { echo "llama-bench $b round $round $(basename "$model") failed:"; tail -n 5 "$raw.log"; }
     done
   done
