@@ -114,6 +114,17 @@ def test_a_raw_file_of_another_build_or_a_failed_round_is_found():
     assert any("a failed round" in p for p in problems) and any("unequal rounds" in p for p in problems)
 
 
+@pytest.mark.parametrize("path", PROBE_TABLES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_a_lane_header_that_misstates_vmm_is_found(path):
+    """The lane's VMM state is read from llama-bench's own log, not taken from the header: each probe
+    of a lane, its header's state flipped, fails."""
+    files = _members(_raw_archive(path))
+    if not any(".lane." in name for name in files):
+        pytest.skip(f"{path.name}: the references alone, no lane")
+    flipped = "no" if lane_vmm(path) == "yes" else "yes"
+    assert any(f"'VMM: {flipped}' for lane" in p for p in raw_identity_problems(files, flipped))
+
+
 def test_the_host_compiler_and_vmm_probes_are_committed():
     names = {p.name.split(".")[0] for p in PROBE_TABLES}
     assert {"arch_probe", "gcc12_probe", "gcc12novmm_probe"} <= names, sorted(names)

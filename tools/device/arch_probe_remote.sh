@@ -31,6 +31,7 @@ case "$reps" in '' | *[!0-9]* | 0) echo "arch_probe_remote.sh: REPS=$reps: expec
 source "$repo/tools/device/remote_setup.sh"
 lanes_reference_log() { echo "$(lanes_remote_reference_dir cuda "$1")/reference_build.txt"; }
 variant_src=$src
+variant_env=()
 case "$variant" in
 90a) variant_entry="-DCMAKE_CUDA_ARCHITECTURES=90a" ;;
 nofastmath)
@@ -43,6 +44,9 @@ gcc12 | gcc12novmm)
   command -v gcc-12 > /dev/null && command -v g++-12 > /dev/null \
     || { echo "arch_probe_remote.sh: VARIANT=$variant: no gcc-12/g++-12 on this host's PATH" >&2; exit 2; }
   variant_entry="-DCMAKE_C_COMPILER=gcc-12 -DCMAKE_CXX_COMPILER=g++-12 -DCMAKE_CUDA_HOST_COMPILER=$(command -v g++-12)"
+  # The lent hosts export CUDAHOSTCXX (their GCC 13), and CMake's CUDA detection took it over the
+  # cache entry: CMakeCache kept CMAKE_CUDA_HOST_COMPILER:UNINITIALIZED and nvcc ran GCC 13.3.
+  variant_env=("CUDAHOSTCXX=$(command -v g++-12)")
   [ "$variant" = gcc12 ] || variant_entry="$variant_entry -DGGML_CUDA_NO_VMM=ON"
   ;;
 *) echo "arch_probe_remote.sh: VARIANT=$variant: expected 90a, nofastmath, gcc12 or gcc12novmm" >&2; exit 2 ;;
@@ -65,7 +69,7 @@ build)
     bash "$here/bench_remote.sh" build cuda "$carry" "$src" > /tmp/lanes-stash/arch-ref.txt 2>&1 &
     ref_pid=$!
   fi
-  REFERENCE_NAME=$variant REFERENCE_EXTRA=$variant_entry bash "$here/bench_remote.sh" build cuda "$carry" \
+  env "${variant_env[@]}" REFERENCE_NAME="$variant" REFERENCE_EXTRA="$variant_entry" bash "$here/bench_remote.sh" build cuda "$carry" \
     "$variant_src" > "/tmp/lanes-stash/arch-ref$variant.txt" 2>&1
   status=$?
   [ -z "$ref_pid" ] || wait "$ref_pid" || status=1
