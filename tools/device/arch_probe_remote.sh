@@ -4,10 +4,10 @@
 # upstream's default is the host GPU's native sm_90). VARIANT=nofastmath: the same tree with
 # ggml-cuda's unconditional `-use_fast_math` taken out of its CUDA_FLAGS (nvcc then keeps IEEE
 # division, square root, denormals and the accurate expf/sinf/cosf instead of their fast intrinsics).
-# VARIANT=gcc12: the host's gcc-12/g++-12 as C and C++ compiler and asked for as nvcc's host compiler
-# (the lane's is GCC 12.2, the reference's the host's default; whether nvcc took it is what the
-# reference's CMake log says, `CUDA host compiler is ...`, which the probe's header repeats: on the
-# lent hosts it stayed GCC 13). VARIANT=gcc12novmm: that and GGML_CUDA_NO_VMM=ON (the lane has no VMM).
+# VARIANT=gcc12: the host's gcc-12/g++-12 as C and C++ compiler and as nvcc's host compiler (the
+# lane's is GCC 12.2, the reference's the host's default); the build fails unless the reference's
+# CMake log says `CUDA host compiler is GNU 12.*`, which the probe's header repeats.
+# VARIANT=gcc12novmm: that and GGML_CUDA_NO_VMM=ON (the lane built without VMM).
 # The upstream-default reference and the variant (bench_remote.sh build, REFERENCE_NAME/REFERENCE_EXTRA)
 # run beside the lane, rotated each round so that no build always runs first, with the bench's
 # llama-bench flags (REPS=n: -r n, default 3); the raw JSON and a table of per-build medians go to
@@ -32,6 +32,7 @@ source "$repo/tools/device/remote_setup.sh"
 lanes_reference_log() { echo "$(lanes_remote_reference_dir cuda "$1")/reference_build.txt"; }
 variant_src=$src
 variant_env=()
+cuda_host_expected=""  # what the variant's CMake log must name as nvcc's host compiler, if anything
 case "$variant" in
 90a) variant_entry="-DCMAKE_CUDA_ARCHITECTURES=90a" ;;
 nofastmath)
@@ -47,6 +48,7 @@ gcc12 | gcc12novmm)
   # The lent hosts export CUDAHOSTCXX (their GCC 13), and CMake's CUDA detection took it over the
   # cache entry: CMakeCache kept CMAKE_CUDA_HOST_COMPILER:UNINITIALIZED and nvcc ran GCC 13.3.
   variant_env=("CUDAHOSTCXX=$(command -v g++-12)")
+  cuda_host_expected="GNU 12."
   [ "$variant" = gcc12 ] || variant_entry="$variant_entry -DGGML_CUDA_NO_VMM=ON"
   ;;
 *) echo "arch_probe_remote.sh: VARIANT=$variant: expected 90a, nofastmath, gcc12 or gcc12novmm" >&2; exit 2 ;;
@@ -73,17 +75,15 @@ build)
     "$variant_src" > "/tmp/lanes-stash/arch-ref$variant.txt" 2>&1
   status=$?
   [ -z "$ref_pid" ] || wait "$ref_pid" || status=1
-  case "$variant" in
-  gcc12 | gcc12novmm)
+  if [ -n "$cuda_host_expected" ]; then
     # The variant is only the lane's compiler if nvcc compiled the .cu files' host code with it too:
     # ggml-cuda's CMake asks nvcc (with -ccbin CMAKE_CUDA_HOST_COMPILER) which host compiler it runs.
-    grep -q "CUDA host compiler is GNU 12\." "$(lanes_reference_log "$variant")" || {
-      echo "arch_probe_remote.sh: VARIANT=$variant: nvcc's host compiler is not GCC 12:" \
-        "$(grep -h -o 'CUDA host compiler is .*' "$(lanes_reference_log "$variant")" | head -n 1)" >&2
-      status=1
-    }
-    ;;
-  esac
+    cuda_host=$(grep -h -o 'CUDA host compiler is .*' "$(lanes_reference_log "$variant")" | head -n 1)
+    case "$cuda_host" in
+    "CUDA host compiler is $cuda_host_expected"*) ;;
+    *) echo "arch_probe_remote.sh: VARIANT=$variant: nvcc's host compiler is not $cuda_host_expected*: $cuda_host" >&2; status=1 ;;
+    esac
+  fi
   tail -n 4 "/tmp/lanes-stash/arch-ref$variant.txt"
   [ -z "$ref_pid" ] || tail -n 4 /tmp/lanes-stash/arch-ref.txt
   exit "$status"
